@@ -1,0 +1,79 @@
+# mailroom: `make test` and `make demo` set up everything they need on a fresh
+# Debian 12 machine (packages when run as root, the virtualenv, the embedded
+# PostgreSQL cluster) and stop what they started.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON   ?= python3
+VENV     ?= .venv
+MAILROOM := $(VENV)/bin/mailroom
+PYTEST   := $(VENV)/bin/pytest
+DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
+                libtap-parser-sourcehandler-pgtap-perl
+
+# Sqitch and pg_prove reach the embedded cluster through libpq's variables.
+PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
+         PGPORT=$$($(MAILROOM) db url | sed -E 's|.*:([0-9]+)/.*|\1|')
+
+.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy demo bench clean
+
+help:
+	@echo "make test    install what is missing, start the embedded cluster, run pgTAP + pytest + revert/redeploy"
+	@echo "make demo    send 20,000 mails through 4 runners to a local SMTP sink"
+	@echo "make bench   benchmarks (minutes; not part of the tests)"
+	@echo "make db-up / db-down   start or stop the embedded PostgreSQL cluster"
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing Debian packages:$$missing (run 'make deps' as root)"; exit 1; \
+	  fi; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+db-up: deps venv
+	$(MAILROOM) db up
+
+db-down: venv
+	$(MAILROOM) db down
+
+# Start the cluster unless it already runs, run every step, stop it again if we started it.
+test: deps venv
+	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
+	$(MAILROOM) db up; \
+	rc=0; $(MAKE) --no-print-directory test-steps || rc=$$?; \
+	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
+	exit $$rc
+
+test-steps: pgtap pytest revert-redeploy
+
+pgtap:
+	$(PG_ENV) pg_prove --failures --comments tests/pgtap/*.sql
+
+pytest:
+	$(PYTEST) -q
+
+# A broken revert is found here, before a DBA needs it.
+revert-redeploy:
+	$(PG_ENV) sqitch verify
+	$(PG_ENV) sqitch revert -y
+	$(PG_ENV) sqitch deploy
+
+clean:
+	-$(MAILROOM) db down
+	rm -rf .mailroom $(VENV)

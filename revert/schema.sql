@@ -1,0 +1,7 @@
+-- Revert mailroom:schema from pg
+
+BEGIN;
+
+DROP SCHEMA mailroom;
+
+COMMIT;

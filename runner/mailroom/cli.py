@@ -1,0 +1,82 @@
+"""The `mailroom` command line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from mailroom import __version__
+from mailroom.embedded import Cluster, ClusterError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"})
+@click.version_option(__version__, prog_name="mailroom")
+def main() -> None:
+    """mailroom: reliable email delivery on PostgreSQL.
+
+    The queue lives in PostgreSQL functions; `mailroom run` claims, renders,
+    sends over SMTP and reports outcomes. Every option can also be set through
+    an environment variable MAILROOM_<OPTION> (for example MAILROOM_DSN).
+    """
+
+
+def _err(message: str) -> None:
+    click.echo(f"mailroom: {message}", err=True)
+
+
+@main.group()
+def db() -> None:
+    """The embedded PostgreSQL cluster of this checkout (for demo, tests, dev).
+
+    The cluster lives in .mailroom/ (git-ignored), listens on a free port of
+    127.0.0.1 only, preloads pg_cron, and has the schema deployed with Sqitch.
+    """
+
+
+@db.command("up")
+@click.option("--no-deploy", is_flag=True, help="Start the cluster but do not run sqitch deploy.")
+def db_up(no_deploy: bool) -> None:
+    """Initialise and start the cluster, create the database, deploy. Idempotent."""
+    try:
+        Cluster.for_checkout().up(deploy=not no_deploy, log=lambda m: click.echo(m, err=True))
+    except ClusterError as e:
+        _err(str(e))
+        sys.exit(1)
+
+
+@db.command("down")
+def db_down() -> None:
+    """Stop the cluster (its data stays; `db up` starts it again)."""
+    try:
+        if not Cluster.for_checkout().down(log=lambda m: click.echo(m, err=True)):
+            click.echo("mailroom: embedded cluster was not running", err=True)
+    except ClusterError as e:
+        _err(str(e))
+        sys.exit(1)
+
+
+@db.command("url")
+@click.option("--database", default="mailroom", show_default=True, help="Database name in the URL.")
+def db_url(database: str) -> None:
+    """Print the libpq URL of the running cluster (for --dsn, psql, psycopg)."""
+    try:
+        click.echo(Cluster.for_checkout().url(database))
+    except ClusterError as e:
+        _err(str(e))
+        sys.exit(1)
+
+
+@db.command("status")
+def db_status() -> None:
+    """Say whether the cluster runs, where, and on which port. Exit 3 when stopped."""
+    cluster = Cluster.for_checkout()
+    if cluster.is_running():
+        click.echo(f"running  {cluster.url()}  data={cluster.data_dir}")
+    else:
+        click.echo(f"stopped  data={cluster.data_dir}")
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+-- Revert mailroom:table_cache from pg
+
+BEGIN;
+
+DROP TABLE mailroom.cache;
+
+COMMIT;

@@ -1,0 +1,37 @@
+-- pgTAP: mailroom.cache_set
+BEGIN;
+SELECT plan(17);
+
+SELECT has_function('mailroom', 'cache_set', ARRAY['text', 'jsonb', 'interval', 'timestamp with time zone'], 'cache_set exists');
+SELECT is_definer('mailroom', 'cache_set', ARRAY['text', 'jsonb', 'interval', 'timestamp with time zone'], 'cache_set is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'cache_set', ARRAY['text', 'jsonb', 'interval', 'timestamp with time zone'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
+
+DELETE FROM mailroom.cache;
+SELECT mailroom.cache_set('k', '{"v": 1}', '5 minutes', '2026-06-01 12:00:00+00');
+SELECT results_eq($$SELECT value, expires_at, created_at, accessed_at FROM mailroom.cache WHERE key = 'k'$$,
+  $$VALUES ('{"v": 1}'::jsonb, '2026-06-01 12:05:00+00'::timestamptz, '2026-06-01 12:00:00+00'::timestamptz, '2026-06-01 12:00:00+00'::timestamptz)$$,
+  'a ttl sets expires_at = now + ttl');
+SELECT is(mailroom.cache_get('k', '2026-06-01 12:04:59+00'), '{"v": 1}'::jsonb, 'readable before expiry');
+SELECT is(mailroom.cache_get('k', '2026-06-01 12:05:00+00'), NULL, 'a miss at expiry');
+
+SELECT mailroom.cache_set('k', '{"v": 2}', NULL, '2026-06-01 12:10:00+00');
+SELECT results_eq($$SELECT value, expires_at FROM mailroom.cache WHERE key = 'k'$$,
+  $$VALUES ('{"v": 2}'::jsonb, NULL::timestamptz)$$, 'setting again replaces value and expiry; NULL ttl = no expiry');
+SELECT is(mailroom.cache_get('k', '2999-01-01 00:00:00+00'), '{"v": 2}'::jsonb, 'a NULL ttl never expires');
+SELECT mailroom.cache_set('j', 'null', '1 hour', '2026-06-01 12:00:00+00');
+SELECT is(mailroom.cache_get('j', '2026-06-01 12:00:01+00'), 'null'::jsonb, 'a JSON null can be cached');
+
+SELECT throws_ok($$SELECT mailroom.cache_set('', '1')$$, '22023', 'mailroom: key: must not be empty', 'an empty key is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set(NULL, '1')$$, '22023', 'mailroom: key: must not be empty', 'a NULL key is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set(repeat('x', 1001), '1')$$, '22023', 'mailroom: key: longer than 1000 bytes (1001 bytes)', 'an over-long key is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set('k', NULL)$$, '22023', 'mailroom: value: must not be null', 'a SQL NULL value is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '0 seconds')$$, '22023', 'mailroom: ttl: must be positive or NULL for no expiry (got 00:00:00)', 'a zero ttl is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '-1 minute')$$, '22023', 'mailroom: ttl: must be positive or NULL for no expiry (got -00:01:00)', 'a negative ttl is refused');
+SELECT is((SELECT value FROM mailroom.cache WHERE key = 'k'), '{"v": 2}'::jsonb, 'refused calls changed nothing');
+
+SET LOCAL ROLE mailroom_app;
+SELECT lives_ok($$SELECT mailroom.cache_set('app', '1', '1 minute')$$, 'mailroom_app can write through the function');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

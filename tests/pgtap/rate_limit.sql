@@ -1,0 +1,44 @@
+-- pgTAP: mailroom.rate_limit (fixed window)
+BEGIN;
+SELECT plan(22);
+
+SELECT has_function('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'rate_limit exists');
+SELECT is_definer('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'rate_limit is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
+SELECT function_privs_are('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'mailroom_runner', ARRAY[]::text[], 'mailroom_runner may not');
+
+DELETE FROM mailroom.rate_limits;
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:01+00')$$,
+  $$VALUES (true, 2, interval '0')$$, 'first hit: allowed, 2 remaining');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:02+00')$$,
+  $$VALUES (true, 1, interval '0')$$, 'second hit: allowed, 1 remaining');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:09.5+00')$$,
+  $$VALUES (true, 0, interval '0')$$, 'third hit: allowed, 0 remaining');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:09.75+00')$$,
+  $$VALUES (false, 0, interval '0.25 seconds')$$, 'fourth hit: denied, retry when the window ends');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:09.8+00')$$,
+  $$VALUES (false, 0, interval '0.2 seconds')$$, 'still denied');
+SELECT is((SELECT hits FROM mailroom.rate_limits WHERE key = 'login:1'), 4, 'denied hits stop counting at limit + 1');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:2', 3, '10 seconds', '2026-06-01 12:00:09.8+00')$$,
+  $$VALUES (true, 2, interval '0')$$, 'keys are independent');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:10+00')$$,
+  $$VALUES (true, 2, interval '0')$$, 'a new window (aligned to the epoch) starts a new count');
+SELECT results_eq($$SELECT * FROM mailroom.rate_limit('login:1', 3, '10 seconds', '2026-06-01 12:00:09.9+00')$$,
+  $$VALUES (false, 0, interval '0')$$, 'a late call for the previous window is denied and counts nowhere');
+SELECT is((SELECT hits FROM mailroom.rate_limits WHERE key = 'login:1'), 1, '... the current window kept its count');
+SELECT results_eq($$SELECT allowed, remaining FROM mailroom.rate_limit('login:1', 3, '1 minute', '2026-06-01 12:00:10+00')$$,
+  $$VALUES (true, 2)$$, 'a key used with another window starts over');
+
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('', 1, '1 s')$$, '22023', 'mailroom: key: must not be empty', 'an empty key is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('mailroom/sender:x', 1, '1 s')$$, '22023', 'mailroom: key: the prefix ''mailroom/'' is reserved for send rates (got mailroom/sender:x)', 'the reserved prefix is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 0, '1 s')$$, '22023', 'mailroom: limit: must be at least 1 (got 0)', 'a zero limit is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', NULL, '1 s')$$, '22023', 'mailroom: limit: must be at least 1 (got NULL)', 'a NULL limit is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 1, '0.5 ms')$$, '22023', 'mailroom: window: must be at least 1 millisecond (got 00:00:00.0005)', 'a window under 1 ms is refused');
+SELECT is((SELECT count(*) FROM mailroom.rate_limits WHERE key IN ('k', '', 'mailroom/sender:x')), 0::bigint, 'refused calls stored nothing');
+
+SET LOCAL ROLE mailroom_app;
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limits$$, '42501', NULL, 'mailroom_app cannot read the table directly');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

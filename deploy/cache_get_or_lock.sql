@@ -21,9 +21,8 @@ CREATE FUNCTION mailroom._cache_lock_id(p_key text) RETURNS integer
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
-AS $$ SELECT hashtext(p_key) $$;
+-- A pure expression: plain SQL without SECURITY DEFINER or SET, so it is inlined.
+AS $$ SELECT pg_catalog.hashtext(p_key) $$;
 
 ALTER FUNCTION mailroom._cache_lock_id(text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._cache_lock_id(text) FROM PUBLIC;

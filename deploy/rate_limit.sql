@@ -7,8 +7,8 @@ CREATE FUNCTION mailroom._rate_check_args(p_key text, p_limit integer, p_window 
 RETURNS void
 LANGUAGE plpgsql
 IMMUTABLE
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
+-- Touches no table and calls only pg_catalog: no SECURITY DEFINER or SET,
+-- which would add a GUC save/restore to every rate_limit call.
 AS $$
 BEGIN
   IF p_key IS NULL OR p_key = '' THEN
@@ -42,8 +42,11 @@ CREATE FUNCTION mailroom.rate_limit(
   p_key    text,
   p_limit  integer,
   p_window interval,
-  p_now    timestamptz DEFAULT now()
-) RETURNS TABLE (allowed boolean, remaining integer, retry_after interval)
+  p_now    timestamptz DEFAULT now(),
+  OUT allowed     boolean,
+  OUT remaining   integer,
+  OUT retry_after interval
+)
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
@@ -92,11 +95,11 @@ BEGIN
   RETURNING r.hits, r.window_start INTO v_hits, v_stored;
 
   IF v_stored <> v_start THEN
-    RETURN QUERY SELECT false, 0, interval '0';
+    allowed := false; remaining := 0; retry_after := interval '0';
   ELSIF v_hits <= p_limit THEN
-    RETURN QUERY SELECT true, p_limit - v_hits, interval '0';
+    allowed := true; remaining := p_limit - v_hits; retry_after := interval '0';
   ELSE
-    RETURN QUERY SELECT false, 0, v_start + p_window - p_now;
+    allowed := false; remaining := 0; retry_after := v_start + p_window - p_now;
   END IF;
 END
 $$;

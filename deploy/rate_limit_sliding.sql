@@ -136,8 +136,11 @@ CREATE FUNCTION mailroom.rate_limit_sliding(
   p_key    text,
   p_limit  integer,
   p_window interval,
-  p_now    timestamptz DEFAULT now()
-) RETURNS TABLE (allowed boolean, remaining integer, retry_after interval)
+  p_now    timestamptz DEFAULT now(),
+  OUT allowed     boolean,
+  OUT remaining   integer,
+  OUT retry_after interval
+)
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
@@ -148,7 +151,9 @@ DECLARE
 BEGIN
   PERFORM mailroom._rate_check_args(p_key, p_limit, p_window);
   v_take := mailroom._rate_sliding_take(p_key, 1, p_limit, p_window, p_now);
-  RETURN QUERY SELECT v_take.granted = 1, v_take.remaining, v_take.retry_after;
+  allowed := v_take.granted = 1;
+  remaining := v_take.remaining;
+  retry_after := v_take.retry_after;
 END
 $$;
 

@@ -41,12 +41,14 @@ COMMENT ON COLUMN mailroom.rate_limits.expires_at IS
   'From this instant the row carries no state any more; rate_limit_sweep deletes it one window later.';
 
 -- Time as whole microseconds since the Unix epoch, exactly (no float rounding).
+-- The two helpers are pure expressions over pg_catalog functions (always
+-- searched first) and touch no table: deliberately plain SQL functions without
+-- SECURITY DEFINER or SET, so the planner inlines them into their callers
+-- (either clause would cost a function call with a GUC save/restore each time).
 CREATE FUNCTION mailroom._epoch_us(p_at timestamptz) RETURNS bigint
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
 AS $$ SELECT (extract(epoch FROM p_at) * 1000000)::bigint $$;
 
 ALTER FUNCTION mailroom._epoch_us(timestamptz) OWNER TO mailroom_owner;
@@ -58,8 +60,6 @@ CREATE FUNCTION mailroom._from_epoch_us(p_us bigint) RETURNS timestamptz
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
 AS $$
   SELECT to_timestamp(div(p_us, 1000000)::double precision)
          + mod(p_us, 1000000) * interval '1 microsecond'

@@ -45,26 +45,26 @@ BEGIN
   FROM (
     SELECT t.ord - 1 AS idx,
       CASE
-        WHEN jsonb_typeof(t.e) <> 'object' THEN 'must be an object'
-        WHEN NOT t.e ? 'id' THEN 'id: missing'
+        WHEN jsonb_typeof(t.e) <> 'object' THEN ': must be an object'
+        WHEN NOT t.e ? 'id' THEN '.id: missing'
         WHEN jsonb_typeof(t.e -> 'id') <> 'number' OR (t.e ->> 'id') !~ '^[0-9]{1,18}$'
-          THEN 'id: must be a positive integer'
-        WHEN NOT t.e ? 'token' THEN 'token: missing'
+          THEN '.id: must be a positive integer'
+        WHEN NOT t.e ? 'token' THEN '.token: missing'
         WHEN jsonb_typeof(t.e -> 'token') <> 'string'
           OR (t.e ->> 'token') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-          THEN 'token: must be a UUID string'
-        WHEN NOT t.e ? 'outcome' THEN 'outcome: missing'
+          THEN '.token: must be a UUID string'
+        WHEN NOT t.e ? 'outcome' THEN '.outcome: missing'
         WHEN jsonb_typeof(t.e -> 'outcome') <> 'string'
           OR (t.e ->> 'outcome') NOT IN ('sent', 'retry', 'failed', 'ambiguous')
-          THEN format('outcome: unknown outcome %s (expected sent, retry, failed or ambiguous)', t.e -> 'outcome')
+          THEN format('.outcome: unknown outcome %s (expected sent, retry, failed or ambiguous)', t.e -> 'outcome')
         WHEN jsonb_typeof(t.e -> 'smtp_code') NOT IN ('number', 'null')
           OR (t.e ->> 'smtp_code') !~ '^[2-5][0-9][0-9]$'
-          THEN 'smtp_code: must be a number from 200 to 599'
+          THEN '.smtp_code: must be a number from 200 to 599'
         WHEN jsonb_typeof(t.e -> 'smtp_enhanced') NOT IN ('string', 'null')
           OR (t.e ->> 'smtp_enhanced') !~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$'
-          THEN 'smtp_enhanced: must be an enhanced status code such as 5.1.1'
-        WHEN jsonb_typeof(t.e -> 'detail') NOT IN ('string', 'null') THEN 'detail: must be a string'
-        WHEN jsonb_typeof(t.e -> 'provider_id') NOT IN ('string', 'null') THEN 'provider_id: must be a string'
+          THEN '.smtp_enhanced: must be an enhanced status code such as 5.1.1'
+        WHEN jsonb_typeof(t.e -> 'detail') NOT IN ('string', 'null') THEN '.detail: must be a string'
+        WHEN jsonb_typeof(t.e -> 'provider_id') NOT IN ('string', 'null') THEN '.provider_id: must be a string'
       END AS problem
     FROM jsonb_array_elements(p_results) WITH ORDINALITY AS t(e, ord)
   ) x
@@ -72,7 +72,7 @@ BEGIN
   ORDER BY x.idx
   LIMIT 1;
   IF FOUND THEN
-    RAISE EXCEPTION 'mailroom: results[%].%', v_index, v_problem USING ERRCODE = '22023';
+    RAISE EXCEPTION 'mailroom: results[%]%', v_index, v_problem USING ERRCODE = '22023';
   END IF;
 
   SELECT (e ->> 'id') INTO v_problem

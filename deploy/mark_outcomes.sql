@@ -90,62 +90,55 @@ BEGIN
   ORDER BY m.id
   FOR UPDATE;
 
+  -- One row per report, joined to its (locked) message by primary key.
   WITH input AS (
-    SELECT r.*
-    FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
-                                            smtp_enhanced text, detail text, provider_id text)
-  ),
-  live AS (
-    SELECT i.*, m.attempts, m.max_attempts, m.on_ambiguous, m.to_address,
+    SELECT r.*, m.to_address,
+      m.status = 'sending' AND m.lease_token = r.token AS is_live,
       CASE
-        WHEN i.outcome = 'sent' THEN 'sent'
-        WHEN i.outcome = 'failed' THEN 'failed'
-        WHEN i.outcome = 'ambiguous' AND m.on_ambiguous = 'review' THEN 'review'
+        WHEN r.outcome = 'sent' THEN 'sent'
+        WHEN r.outcome = 'failed' THEN 'failed'
+        WHEN r.outcome = 'ambiguous' AND m.on_ambiguous = 'review' THEN 'review'
         WHEN m.attempts >= m.max_attempts THEN 'failed'
         ELSE 'queued'
-      END AS new_status
-    FROM input i
-    JOIN mailroom.messages m ON m.id = i.id
-    WHERE m.status = 'sending' AND m.lease_token = i.token
-  ),
-  -- A report for a lease that was lost. If it says the mail went out and the
-  -- message is not sent or being sent again, that settles it (no resend).
-  late_sent AS (
-    SELECT m.id
-    FROM input i
-    JOIN mailroom.messages m ON m.id = i.id
-    WHERE i.outcome = 'sent'
-      AND m.lease_token IS DISTINCT FROM i.token
-      AND m.status IN ('queued', 'review', 'failed', 'paused', 'cancelled')
-      AND EXISTS (SELECT FROM mailroom.attempts a
-                  WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL)
+      END AS new_status,
+      -- A report for a lease that was lost: if it says the mail went out and
+      -- the message is not sent or being sent again, that settles it.
+      r.outcome = 'sent'
+        AND m.status IN ('queued', 'review', 'failed', 'paused', 'cancelled')
+        AND EXISTS (SELECT FROM mailroom.attempts a
+                    WHERE a.message_id = r.id AND a.lease_token = r.token AND a.reported IS NULL)
+        AS settles,
+      m.attempts
+    FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
+                                            smtp_enhanced text, detail text, provider_id text)
+    JOIN mailroom.messages m ON m.id = r.id
   ),
   moved AS (
     UPDATE mailroom.messages m
-    SET status        = l.new_status,
-        status_reason = CASE l.new_status
+    SET status        = i.new_status,
+        status_reason = CASE i.new_status
                           WHEN 'queued' THEN 'retry'
                           WHEN 'review' THEN 'ambiguous outcome'
-                          WHEN 'failed' THEN CASE WHEN l.outcome = 'failed' THEN 'permanent failure'
+                          WHEN 'failed' THEN CASE WHEN i.outcome = 'failed' THEN 'permanent failure'
                                                   ELSE 'attempts exhausted' END
                         END,
-        run_at        = CASE WHEN l.new_status = 'queued' THEN p_now + mailroom._retry_delay(l.attempts)
+        run_at        = CASE WHEN i.new_status = 'queued' THEN p_now + mailroom._retry_delay(i.attempts)
                              ELSE m.run_at END,
         lease_token   = NULL,
         leased_until  = NULL,
-        sent_at       = CASE WHEN l.new_status = 'sent' THEN p_now END,
-        last_error    = CASE WHEN l.outcome = 'sent' THEN m.last_error
-                             ELSE left(concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.detail), 1000) END,
+        sent_at       = CASE WHEN i.new_status = 'sent' THEN p_now END,
+        last_error    = CASE WHEN i.outcome = 'sent' THEN m.last_error
+                             ELSE left(concat_ws(' ', i.smtp_code, i.smtp_enhanced, i.detail), 1000) END,
         updated_at    = p_now
-    FROM live l
-    WHERE m.id = l.id
+    FROM input i
+    WHERE m.id = i.id AND i.is_live
     RETURNING m.id
   ),
   settled AS (
     UPDATE mailroom.messages m
     SET status = 'sent', status_reason = 'late outcome', sent_at = p_now, updated_at = p_now
-    FROM late_sent s
-    WHERE m.id = s.id
+    FROM input i
+    WHERE m.id = i.id AND NOT i.is_live AND i.settles
     RETURNING m.id
   ),
   -- Repeating a report (a runner re-sends after a reconnect) changes nothing:
@@ -153,7 +146,7 @@ BEGIN
   ledger AS (
     UPDATE mailroom.attempts a
     SET reported      = i.outcome,
-        outcome       = CASE WHEN l.id IS NULL THEN 'stale' ELSE i.outcome END,
+        outcome       = CASE WHEN i.is_live THEN i.outcome ELSE 'stale' END,
         finished_at   = p_now,
         smtp_code     = i.smtp_code,
         smtp_enhanced = i.smtp_enhanced,
@@ -163,7 +156,6 @@ BEGIN
                           SELECT FROM mailroom.attempts prior
                           WHERE prior.message_id = i.id AND prior.reported = 'sent' AND prior.id <> a.id)
     FROM input i
-    LEFT JOIN live l ON l.id = i.id
     WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL
     RETURNING a.id
   ),
@@ -172,8 +164,8 @@ BEGIN
     SELECT DISTINCT ON (mailroom._address_key(l.to_address))
            mailroom._address_key(l.to_address), l.to_address, 'hard_bounce',
            left('smtp ' || concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.detail), 200), p_now
-    FROM live l
-    WHERE l.outcome = 'failed' AND l.smtp_enhanced LIKE '5.1.%'
+    FROM input l
+    WHERE l.is_live AND l.outcome = 'failed' AND l.smtp_enhanced LIKE '5.1.%'
     ON CONFLICT (address_key) DO NOTHING
     RETURNING s.address_key
   )

@@ -1,6 +1,6 @@
 -- Tests for mailroom:claim_batch
 BEGIN;
-SELECT plan(24);
+SELECT plan(33);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -75,6 +75,44 @@ SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('', 10)$$, '22023',
   'mailroom: worker: must be 1 to 200 characters', 'empty worker name');
 SELECT is((SELECT count(*) FROM mailroom.attempts), (SELECT n FROM before_errors), 'refused claims wrote nothing');
 SELECT is((SELECT count(*)::int FROM mailroom.messages WHERE status = 'paused'), 1, 'and changed no message');
+
+-- Send rates: a sender limit caps the batch, a domain at its limit is skipped
+-- while other domains' mail is taken, and budgets free up a window later.
+DELETE FROM mailroom.rate_limits;
+UPDATE mailroom.messages SET status = 'cancelled', lease_token = NULL, leased_until = NULL WHERE status IN ('queued', 'sending', 'paused');
+SELECT mailroom.enqueue('u' || g || '@capped.test', 'Hi', 'B', p_delivery_key => 'cap-' || g, p_send_at => '2030-02-01Z', p_now => '2030-02-01Z')
+  FROM generate_series(1, 10) g;
+SELECT mailroom.enqueue('u' || g || '@other.test', 'Hi', 'B', p_delivery_key => 'oth-' || g, p_send_at => '2030-02-01 00:00:01Z', p_now => '2030-02-01Z')
+  FROM generate_series(1, 10) g;
+SELECT mailroom.enqueue('u' || g || '@bulk.test', 'Hi', 'B', p_delivery_key => 'bulk-' || g, p_sender => 'bulk', p_send_at => '2030-02-01Z', p_now => '2030-02-01Z')
+  FROM generate_series(1, 10) g;
+SELECT mailroom.set_domain_limits('capped.test', 3);
+SELECT mailroom.set_sender_limits('bulk', 4);
+
+SELECT results_eq($$SELECT count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', 'bulk', '2030-02-01 00:01:00Z')$$,
+  $$VALUES (4)$$, 'a sender limited to 4/s gets 4 of its 10 queued mails');
+SELECT is_empty($$SELECT * FROM mailroom.claim_batch('w', 100, '1 minute', 'bulk', '2030-02-01 00:01:00.5Z')$$,
+  'within the same second: nothing more for that sender');
+SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:00.6Z') GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('capped.test'::text, 3), ('other.test', 10)$$,
+  'any-sender claim: 3 for the capped domain, all of the other domain, none for the limited sender');
+SELECT is_empty($$SELECT * FROM mailroom.claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:00.7Z')$$,
+  'the capped domain is skipped while at its limit');
+SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom.claim_batch('w', 2, '1 minute', NULL, '2030-02-01 00:01:01.1Z') GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('bulk.test'::text, 2)$$, 'a window later the oldest due mail flows again, within p_limit');
+SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:01.7Z') GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('bulk.test'::text, 2), ('capped.test', 3)$$, 'each budget caps its own mail in one batch');
+SELECT results_eq($$SELECT key COLLATE "default", slot_hits FROM mailroom.rate_limits ORDER BY key$$,
+  $$VALUES ('mailroom/domain/capped.test/s'::text, ARRAY[3, 3]), ('mailroom/sender/bulk/s', ARRAY[4, 2, 2])$$,
+  'budgets record what was claimed (a domain with no limit records nothing)');
+SELECT mailroom.set_domain_limits('*', 1);
+SELECT mailroom.enqueue('late@other.test', 'Hi', 'B', p_delivery_key => 'oth-late', p_send_at => '2030-02-01Z', p_now => '2030-02-01Z');
+SELECT mailroom.enqueue('late2@other.test', 'Hi', 'B', p_delivery_key => 'oth-late2', p_send_at => '2030-02-01Z', p_now => '2030-02-01Z');
+SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:03Z') GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('bulk.test'::text, 1), ('capped.test', 3), ('other.test', 1)$$,
+  'the default row (1/s) limits every domain without a row of its own, each on its own; capped.test keeps its 3/s');
+SELECT is((SELECT slot_hits FROM mailroom.rate_limits WHERE key = 'mailroom/domain/other.test/s'), ARRAY[1],
+  'a default-limited domain records its sends');
 
 SET LOCAL ROLE mailroom_runner;
 SELECT lives_ok($$SELECT * FROM mailroom.claim_batch('as-runner', 1)$$, 'the runner role can claim');

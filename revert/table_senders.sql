@@ -1,0 +1,8 @@
+-- Revert mailroom:table_senders from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.set_sender_limits(text, integer, integer);
+DROP TABLE mailroom.senders;
+
+COMMIT;

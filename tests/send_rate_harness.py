@@ -1,0 +1,146 @@
+"""Send-rate drills shared by tests/test_send_rates.py (short) and
+bench/send_rates.py (the full 3,000-mail runs).
+
+A real SMTP sink (aiosmtpd on 127.0.0.1) stamps the arrival time of every
+recipient; runners are simulated by threads doing what `mailroom run` does
+around the database: claim_batch -> send over one kept-open SMTP connection
+-> mark_outcomes, polling briefly when a claim comes back empty.
+"""
+
+from __future__ import annotations
+
+import json
+import smtplib
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import psycopg
+from aiosmtpd.controller import Controller
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.arrivals: list[tuple[float, str]] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's hook name
+        now = time.time()
+        with self.lock:
+            self.arrivals.extend((now, rcpt) for rcpt in envelope.rcpt_tos)
+        return "250 OK"
+
+
+class Sink:
+    """An SMTP server on loopback that records (arrival time, recipient)."""
+
+    def __init__(self) -> None:
+        self.recorder = _Recorder()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.controller = Controller(self.recorder, hostname="127.0.0.1", port=self.port)
+
+    def __enter__(self) -> "Sink":
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.controller.stop()
+
+    def count(self) -> int:
+        with self.recorder.lock:
+            return len(self.recorder.arrivals)
+
+    def arrivals(self, domain: str | None = None, exclude: str | None = None) -> list[float]:
+        with self.recorder.lock:
+            rows = list(self.recorder.arrivals)
+        return sorted(
+            t for t, rcpt in rows
+            if (domain is None or rcpt.endswith("@" + domain))
+            and (exclude is None or not rcpt.endswith("@" + exclude))
+        )
+
+
+def enqueue(conn, domain: str, n: int, *, sender: str = "default", tag: str = "") -> None:
+    conn.execute(
+        """SELECT mailroom.enqueue('u' || g || %(at)s, 'Rate drill', 'Body',
+                                   p_delivery_key => %(key)s || g, p_sender => %(sender)s)
+           FROM generate_series(1, %(n)s) AS g""",
+        {"at": "@" + domain, "key": f"drill-{tag}{domain}-", "sender": sender, "n": n},
+    )
+
+
+def run_runners(db_url: str, sink: Sink, expected: int, *, runners: int = 4, batch: int = 25,
+                timeout: float = 120.0) -> None:
+    """Run `runners` claim/send/report loops until the sink has `expected` mails."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def runner(i: int) -> None:
+        try:
+            with psycopg.connect(db_url, autocommit=True) as conn, \
+                    smtplib.SMTP("127.0.0.1", sink.port, timeout=10) as smtp:
+                while not stop.is_set():
+                    rows = conn.execute(
+                        "SELECT id, lease_token, to_address FROM mailroom.claim_batch(%s, %s, '1 minute')",
+                        (f"drill-{i}", batch),
+                    ).fetchall()
+                    if not rows:
+                        time.sleep(0.01)
+                        continue
+                    results = []
+                    for mid, token, to in rows:
+                        smtp.sendmail("drill@mailroom.invalid", [to],
+                                      f"Subject: Rate drill\r\nMessage-ID: <{mid}@drill>\r\n\r\nBody\r\n")
+                        results.append({"id": mid, "token": str(token), "outcome": "sent", "smtp_code": 250})
+                    conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)", (json.dumps(results),))
+        except BaseException as e:  # pragma: no cover - surfaced below
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=runner, args=(i,), daemon=True) for i in range(runners)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    while sink.count() < expected and time.monotonic() < deadline and not stop.is_set():
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(timeout=15)
+    if errors:
+        raise errors[0]
+    assert sink.count() >= expected, f"only {sink.count()} of {expected} mails arrived within {timeout} s"
+
+
+@dataclass
+class RateReport:
+    n: int
+    first: float
+    last: float
+    per_bucket: Counter = field(repr=False)
+
+    @property
+    def duration(self) -> float:
+        return self.last - self.first
+
+    @property
+    def rate(self) -> float:
+        """Mails per second over the run (first to last arrival)."""
+        return self.n / self.duration if self.duration > 0 else float("inf")
+
+    @property
+    def max_bucket(self) -> int:
+        """Most mails that arrived within one wall-clock second (epoch-aligned buckets)."""
+        return max(self.per_bucket.values())
+
+    def line(self, label: str) -> str:
+        return (f"{label}: {self.n} mails in {self.duration:.2f} s = {self.rate:.2f}/s; "
+                f"most in one 1 s bucket: {self.max_bucket}")
+
+
+def report(times: list[float]) -> RateReport:
+    assert times, "no mail arrived"
+    return RateReport(len(times), times[0], times[-1], Counter(int(t) for t in times))

@@ -1,0 +1,72 @@
+"""Send rates through claim_batch, end to end with a real SMTP sink: the short
+versions that run in `make test`. bench/send_rates.py runs the full ones
+(3,000 mails, a minute or more) and prints the figures.
+
+Runners are simulated (claim_batch -> SMTP -> mark_outcomes loops in threads)
+until `mailroom run` lands on main."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.send_rate_harness import Sink, enqueue, report, run_runners
+
+
+def test_a_sender_limit_holds_across_four_runners(db_url, conn):
+    conn.execute("SELECT mailroom.set_sender_limits('default', 50)")
+    enqueue(conn, "example.com", 150)
+    with Sink() as sink:
+        run_runners(db_url, sink, 150, runners=4, timeout=30)
+        r = report(sink.arrivals())
+    print(r.line("sender 50/s"))
+    assert r.max_bucket <= 55, r.per_bucket
+    # 150 mails at 50 per any 1 s span need at least two full windows...
+    assert r.duration >= 1.9, r.line("too fast")
+    # ...and the limiter does not hold back much more than that.
+    assert r.duration <= 2 * 1.02 * 1.1 + 0.5, r.line("too slow")
+
+
+def test_a_capped_domain_trickles_while_other_domains_flow(db_url, conn):
+    conn.execute("SELECT mailroom.set_domain_limits('capped.test', 5)")
+    # The capped domain's mail is oldest: a claim that did not skip it would
+    # be stuck behind it.
+    enqueue(conn, "capped.test", 15)
+    for i in range(3):
+        enqueue(conn, f"free{i}.test", 100)
+    with Sink() as sink:
+        run_runners(db_url, sink, 315, runners=4, timeout=30)
+        capped = report(sink.arrivals("capped.test"))
+        others = report(sink.arrivals(exclude="capped.test"))
+    print(capped.line("capped.test 5/s"), "|", others.line("other domains"))
+    assert capped.max_bucket <= 5, capped.per_bucket
+    assert capped.duration >= 1.9, capped.line("too fast")
+    assert capped.duration <= 2 * 1.02 * 1.1 + 0.5, capped.line("too slow")
+    # The other 300 were not held back by the capped domain's backlog ahead of them.
+    assert others.last < capped.last
+    assert others.rate > 10 * 5, others.line("others too slow")
+
+
+def test_claim_with_send_limits_still_reads_only_the_claim_index(conn):
+    """The claim statement with sender and domain limits configured: the
+    partial claim index and the primary key, never the history."""
+    from tests.test_queue_core import fill_queue, plan_of, rows_visited, run_explained, scans_of
+
+    fill_queue(conn, 1_000, sent_history=100_000)
+    conn.execute("SELECT mailroom.set_sender_limits('default', 500, 20000)")
+    conn.execute("SELECT mailroom.set_domain_limits('example.com', 80)")
+    conn.execute("SELECT mailroom.set_domain_limits('*', 1000)")
+    plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
+    claim_plan = plan_of(plans, "WITH RECURSIVE priorities")
+    scans = scans_of(claim_plan, "messages")
+    assert scans and all(s["Node Type"] != "Seq Scan" for s in scans), scans
+    used = {s.get("Index Name") for s in scans}
+    assert "messages_claim_idx" in used and used <= {"messages_claim_idx", "messages_pkey"}, used
+    assert rows_visited(scans) < 1_000, rows_visited(scans)
+    # The budget bookkeeping after the claim finds the batch through the reclaim index.
+    record_plan = plan_of(plans, "GROUPING SETS")
+    record_scans = scans_of(record_plan, "messages")
+    assert {s.get("Index Name") for s in record_scans} == {"messages_reclaim_idx"}, record_scans
+    claimed = conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sending'").fetchone()["n"]
+    assert claimed == 80, "example.com's 80/s capped the batch of 100"

@@ -17,9 +17,9 @@ AS $$
 DECLARE
   v_cap bigint;
 BEGIN
-  v_cap := coalesce(p_max_entries,
-                    nullif(current_setting('mailroom.cache_max_entries', true), '')::bigint,
-                    100000);
+  -- The setting row is added by the change cache_settings (mailroom.settings
+  -- comes from table_settings); PL/pgSQL looks it up at run time.
+  v_cap := coalesce(p_max_entries, mailroom._setting('cache_max_entries')::bigint, 100000);
   IF v_cap < 0 THEN
     RAISE EXCEPTION 'mailroom: max_entries: must not be negative (got %)', v_cap
       USING ERRCODE = '22023';
@@ -48,6 +48,6 @@ REVOKE ALL ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) TO mailroom_operator, mailroom_runner;
 
 COMMENT ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) IS
-  'Housekeeping (pg_cron job mailroom-cache-sweep, every minute): delete entries expired at p_now, then evict the least recently used entries beyond the cap. Cap: p_max_entries, else the setting mailroom.cache_max_entries (ALTER DATABASE ... SET mailroom.cache_max_entries = ...), else 100000.';
+  'Housekeeping (pg_cron job mailroom-cache-sweep, every minute): delete entries expired at p_now, then evict the least recently used entries beyond the cap. Cap: p_max_entries, else the setting cache_max_entries (mailroom.set_setting), else 100000.';
 
 COMMIT;

@@ -23,9 +23,9 @@ SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(2, '2026-0
 SELECT is((SELECT array_agg(key ORDER BY key) FROM mailroom.cache), ARRAY['new', 'newer']::text[],
   'the least recently used entries went, the most recently used stayed');
 
-SET LOCAL mailroom.cache_max_entries = '1';
+SELECT mailroom.set_setting('cache_max_entries', '1');
 SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(NULL, '2026-06-01 12:00:00+00')$$,
-  $$VALUES (0::bigint, 1::bigint)$$, 'without p_max_entries the cap comes from the setting mailroom.cache_max_entries');
+  $$VALUES (0::bigint, 1::bigint)$$, 'without p_max_entries the cap comes from the setting cache_max_entries');
 SELECT is((SELECT array_agg(key) FROM mailroom.cache), ARRAY['newer']::text[], 'the newest entry stayed');
 
 SELECT throws_ok($$SELECT * FROM mailroom.cache_sweep(-1)$$, '22023', 'mailroom: max_entries: must not be negative (got -1)', 'a negative cap is refused');

@@ -1,0 +1,15 @@
+-- pgTAP: the cache_max_entries setting
+BEGIN;
+SELECT plan(3);
+
+SELECT is(mailroom._setting('cache_max_entries'), '100000', 'the cache cap defaults to 100,000 entries');
+SELECT lives_ok($$SELECT mailroom.set_setting('cache_max_entries', '2')$$, 'operators change it with set_setting');
+
+DELETE FROM mailroom.cache;
+INSERT INTO mailroom.cache (key, value, accessed_at)
+  SELECT 'k' || g, '1', '2026-06-01 12:00:00+00'::timestamptz + g * interval '1 second' FROM generate_series(1, 5) g;
+SELECT results_eq($$SELECT evicted FROM mailroom.cache_sweep(NULL, '2026-06-01 13:00:00+00')$$,
+  $$VALUES (3::bigint)$$, 'cache_sweep keeps that many');
+
+SELECT * FROM finish();
+ROLLBACK;

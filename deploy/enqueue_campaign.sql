@@ -326,10 +326,14 @@ BEGIN
   v_vars := CASE WHEN 'vars' = ANY (v_cols) THEN 'q.vars::jsonb' ELSE 'NULL' END;
 
   -- The caller's query, with the caller's rights.
-  EXECUTE pg_catalog.format(
-    'INSERT INTO pg_temp.mailroom_campaign_recipients (recipient_id, email, vars, time_zone) '
-    'SELECT q.recipient_id::text, q.email::text, %s, %s FROM pg_temp.mailroom_campaign_query AS q',
-    v_vars, v_zone);
+  BEGIN
+    EXECUTE pg_catalog.format(
+      'INSERT INTO pg_temp.mailroom_campaign_recipients (recipient_id, email, vars, time_zone) '
+      'SELECT q.recipient_id::text, q.email::text, %s, %s FROM pg_temp.mailroom_campaign_query AS q',
+      v_vars, v_zone);
+  EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION 'mailroom: recipients: the query does not run: %', SQLERRM USING ERRCODE = SQLSTATE;
+  END;
   DROP VIEW pg_temp.mailroom_campaign_query;
 
   PERFORM mailroom._campaign_fill(v_id, p_now);

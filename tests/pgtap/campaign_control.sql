@@ -48,7 +48,7 @@ SELECT is((SELECT count(DISTINCT delivery_key)::int FROM mailroom.messages WHERE
 UPDATE mailroom.messages SET status = 'sent', sent_at = now(), lease_token = NULL, leased_until = NULL
 WHERE campaign_id = (SELECT id FROM c) AND status = 'sending';
 SELECT results_eq($$SELECT status, sent, sent_last_minute, eta FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM c)$$,
-  $$VALUES ('done', 6::bigint, 6::bigint, NULL::interval)$$, 'progress: done as soon as nothing is left');
+  $$VALUES ('done', 6::bigint, 6::bigint, interval '0')$$, 'progress: done as soon as nothing is left');
 SELECT is(mailroom.finish_campaigns(), 1, 'finish_campaigns records it');
 SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)), 'done', 'the campaign is done');
 

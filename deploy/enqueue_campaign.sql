@@ -231,6 +231,10 @@ BEGIN
     -- For a valid address (exactly one @) this is _address_key, without its regex.
     LEFT JOIN mailroom.suppressions s
       ON r.ok AND s.address_key = split_part(r.email, '@', 1) || '@' || lower(split_part(r.email, '@', 2))
+    -- a re-run skips known recipients before any per-row work (the conflict
+    -- clause still settles races with a concurrent run)
+    WHERE NOT EXISTS (SELECT FROM mailroom.messages m
+                      WHERE m.campaign_id = v_c.id AND m.recipient_id = r.recipient_id)
     ON CONFLICT DO NOTHING
     RETURNING status, run_at
   )

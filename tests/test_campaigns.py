@@ -192,3 +192,49 @@ def test_pause_waits_for_a_claim_in_progress(db_url, conn, users):
     )
     assert counts == {"sending": 5, "paused": 15}
     assert conn.execute("SELECT count(*) AS n FROM mailroom.claim_batch('r2', 100)").fetchone()["n"] == 0
+
+
+def test_concurrent_runs_of_one_campaign_add_everybody_once(db_url, conn, users):
+    """Two cron jobs firing at once (or a retry overlapping a slow run)."""
+    enqueue_campaign(conn, "digest", "id <= 10", 0)  # the campaign exists already
+
+    def run():
+        with connect(db_url) as c:
+            enqueue_campaign(c, "digest", "true", 0)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    rows = conn.execute(
+        "SELECT count(*) AS n, count(DISTINCT recipient_id) AS d FROM mailroom.messages m"
+        " JOIN mailroom.campaigns c ON c.id = m.campaign_id WHERE c.name = 'digest'"
+    ).fetchone()
+    assert rows == {"n": 100, "d": 100}
+
+
+def test_concurrent_materialize_creates_each_occurrence_once(db_url, conn):
+    conn.execute("SELECT mailroom.upsert_template('digest', 'Your week', 'Hello')")
+    conn.execute(
+        "SELECT mailroom.schedule_upsert('d:' || g, 'u' || g || '@example.org', '0 8 * * 1',"
+        " (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Kolkata'])[1 + g % 3], 'digest', p_now => '2026-03-20Z')"
+        " FROM generate_series(1, 300) g"
+    )
+    created = []
+
+    def run():
+        with connect(db_url) as c:
+            created.append(c.execute(
+                "SELECT mailroom.materialize_schedules('2026-03-23 13:00Z', 50) AS n").fetchone()["n"])
+
+    while True:
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        if sum(created[-3:]) == 0:
+            break
+    assert sum(created) == 300
+    assert conn.execute("SELECT count(DISTINCT delivery_key) AS n FROM mailroom.messages").fetchone()["n"] == 300

@@ -1,7 +1,7 @@
 -- pgTAP: mailroom.next_occurrence — cron rules in local time across DST.
 -- Every expected instant is written out literally (UTC).
 BEGIN;
-SELECT plan(69);
+SELECT plan(73);
 SET LOCAL timezone = 'UTC';
 
 -- n consecutive occurrences after p_after
@@ -120,6 +120,16 @@ SELECT is((SELECT count(*)::int FROM unnest(pg_temp.chain('0 8 * * 1', z, '2026-
              AND (t AT TIME ZONE z)::date = date '2026-01-05' + (n::int - 1) * 7),
           104, format('%s: 104 weekly runs in 2026-2027 all on Monday 08:00 local', z))
 FROM unnest(ARRAY['Europe/Berlin', 'America/New_York', 'Australia/Sydney', 'Asia/Kolkata', 'UTC']) AS z;
+
+-- beyond the five zones: a 30-minute shift (Lord Howe) and a change at midnight (Santiago)
+SELECT is(pg_temp.chain('15 2 * * *', 'Australia/Lord_Howe', '2026-10-03 00:00Z', 2),
+          ARRAY['2026-10-03 15:30Z', '2026-10-04 15:15Z']::timestamptz[], 'Lord Howe: 02:15 falls in the 30-minute gap, runs at 02:30');
+SELECT is(pg_temp.chain('45 1 * * *', 'Australia/Lord_Howe', '2026-04-04 00:00Z', 2),
+          ARRAY['2026-04-04 14:45Z', '2026-04-05 15:15Z']::timestamptz[], 'Lord Howe: 01:45 in the 30-minute overlap runs once');
+SELECT is(pg_temp.chain('30 0 * * *', 'America/Santiago', '2026-09-05 12:00Z', 2),
+          ARRAY['2026-09-06 04:00Z', '2026-09-07 03:30Z']::timestamptz[], 'Santiago: 00:30 on the day midnight does not exist runs at 01:00');
+SELECT is(pg_temp.chain('30 23 * * *', 'America/Santiago', '2026-04-04 12:00Z', 2),
+          ARRAY['2026-04-05 02:30Z', '2026-04-06 03:30Z']::timestamptz[], 'Santiago: 23:30 in the repeated hour runs once');
 
 -- the cron language: lists, ranges, steps, names, day-of-month OR day-of-week, macros
 SELECT is(pg_temp.chain('0,30 9-17/4 * * MON-fri', 'UTC', '2026-01-02 16:00Z', 5),

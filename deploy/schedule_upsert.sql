@@ -13,7 +13,8 @@
 --   period was already mailed (reason schedule_changed);
 -- * new address, template, vars, priority, sender or window: queued mail takes
 --   the new values in place (same delivery key, window re-applied);
--- * deactivated: queued mail is cancelled (reason schedule_inactive).
+-- * deactivated: queued mail is cancelled (reason schedule_inactive) and its
+--   delivery key gets the suffix :cancelled:<id>, freeing the period.
 
 BEGIN;
 
@@ -47,7 +48,11 @@ DECLARE
   v_retimed timestamptz;
 BEGIN
   IF NOT p_new.active THEN
-    UPDATE mailroom.messages SET status = 'cancelled', status_reason = 'schedule_inactive', updated_at = p_now
+    -- The period's key is freed (the mail was never handed out), so activating
+    -- the schedule again before the occurrence queues it anew.
+    UPDATE mailroom.messages
+    SET status = 'cancelled', status_reason = 'schedule_inactive', updated_at = p_now,
+        delivery_key = delivery_key || ':cancelled:' || id
     WHERE schedule_id = p_new.id AND status IN ('queued', 'paused');
     p_new.next_run_at := NULL;
     RETURN p_new;

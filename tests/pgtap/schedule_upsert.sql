@@ -1,6 +1,6 @@
 -- pgTAP: schedule_upsert / schedule_set_active — changes apply to still-queued mail.
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
@@ -78,6 +78,13 @@ SELECT is((SELECT next_run_at FROM mailroom.schedules), NULL, 'and has no next r
 SELECT is(mailroom.materialize_schedules('2026-04-07 11:30Z'), 0, 'an inactive schedule is not materialized');
 SELECT mailroom.schedule_set_active('digest:42', true, '2026-04-02 12:00Z');
 SELECT is((SELECT next_run_at FROM mailroom.schedules), '2026-04-07 11:30Z'::timestamptz, 'activated again: the next Tuesday 07:30 EDT');
+-- off and on again before the occurrence: it is still mailed, once
+SELECT mailroom.materialize_schedules('2026-04-07 11:28Z');
+SELECT mailroom.schedule_set_active('digest:42', false, '2026-04-07 11:29Z');
+SELECT mailroom.schedule_set_active('digest:42', true, '2026-04-07 11:29Z');
+SELECT mailroom.materialize_schedules('2026-04-07 11:29Z');
+SELECT results_eq($$SELECT status, delivery_key ~ ':cancelled:' FROM mailroom.messages WHERE delivery_key LIKE '%2026-04-07T07:30%' ORDER BY id$$,
+  $$VALUES ('cancelled', true), ('queued', false)$$, 'deactivation frees the period: re-activated, the occurrence is queued again');
 
 -- bad input: nothing written
 SET ROLE mailroom_app;

@@ -228,9 +228,8 @@ BEGIN
     FROM (SELECT t.*, mailroom._address_ok(t.email) AS ok
           FROM pg_temp.mailroom_campaign_recipients t OFFSET 0) r   -- OFFSET 0: check each address once
     JOIN openings o ON o.zone = coalesce(r.time_zone, v_c.time_zone)
-    -- For a valid address (exactly one @) this is _address_key, without its regex.
     LEFT JOIN mailroom.suppressions s
-      ON r.ok AND s.address_key = split_part(r.email, '@', 1) || '@' || lower(split_part(r.email, '@', 2))
+      ON r.ok AND s.address_key = mailroom._address_key(r.email)
     -- a re-run skips known recipients before any per-row work (the conflict
     -- clause still settles races with a concurrent run)
     WHERE NOT EXISTS (SELECT FROM mailroom.messages m

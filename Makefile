@@ -74,14 +74,6 @@ revert-redeploy:
 	$(PG_ENV) sqitch revert -y
 	$(PG_ENV) sqitch deploy
 
-# Every bench/*.py script (not _helpers) against the embedded cluster; they print figures.
-bench: deps venv
-	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
-	$(MAILROOM) db up; \
-	rc=0; for f in bench/[!_]*.py; do echo "== $$f"; $(VENV)/bin/python $$f || rc=$$?; done; \
-	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
-	exit $$rc
-
 clean:
 	-$(MAILROOM) db down
 	rm -rf .mailroom $(VENV)

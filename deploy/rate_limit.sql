@@ -62,7 +62,7 @@ BEGIN
 
   -- Windows are aligned to the Unix epoch, so every caller on every host
   -- agrees on the boundaries without talking to each other.
-  v_w := mailroom._epoch_us('epoch'::timestamptz + p_window);
+  v_w := (extract(epoch FROM p_window) * 1000000)::bigint;
   v_start := mailroom._from_epoch_us(floor(mailroom._epoch_us(p_now)::numeric / v_w)::bigint * v_w);
 
   -- One upsert: concurrent callers queue on the row lock, so no two read the

@@ -39,7 +39,7 @@ DECLARE
   v_cum     integer := 0;
   v_i       integer;
 BEGIN
-  v_res := ceil(mailroom._epoch_us('epoch'::timestamptz + p_window)::numeric / c_slots)::bigint;
+  v_res := ceil((extract(epoch FROM p_window) * 1000000)::bigint::numeric / c_slots)::bigint;
   v_j := floor(mailroom._epoch_us(p_now)::numeric / v_res)::bigint;
 
   SELECT * INTO v_row FROM mailroom.rate_limits WHERE key = p_key FOR UPDATE;

@@ -34,7 +34,7 @@ AS $$
                      FROM unnest(p_slots, p_hits) AS u(s, h)), 0), 0)::integer
          END
     FROM (SELECT floor(mailroom._epoch_us(p_now)::numeric
-                       / ceil(mailroom._epoch_us('epoch'::timestamptz + p_window)::numeric / 50))::bigint AS j) AS x
+                       / ceil((extract(epoch FROM p_window) * 1000000)::bigint::numeric / 50))::bigint AS j) AS x
 $$;
 ALTER FUNCTION mailroom._rate_sliding_remaining(bigint[], integer[], integer, interval, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._rate_sliding_remaining(bigint[], integer[], integer, interval, timestamptz) FROM PUBLIC;

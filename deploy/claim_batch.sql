@@ -52,6 +52,11 @@ DECLARE
   v_dom_blocked text[] := '{}';          -- ... those at their limit
   v_def_second  integer;
   v_def_minute  integer;
+  v_slot_second bigint;
+  v_slot_minute bigint;
+  v_keys        text[];                  -- the budgets this claim spent
+  v_counts      integer[];
+  v_windows     interval[];
   v_row         record;
   v_available   integer;
 BEGIN
@@ -91,7 +96,8 @@ BEGIN
 
   -- 2. Domains: one claim at a time counts domain sends (a transaction-level
   --    advisory lock, so also the first send to a new domain is counted
-  --    exactly); what each domain allows now comes from one read of its rows.
+  --    exactly); what each domain allows now comes from one statement over
+--    the domains with a row of their own or recent sends.
   SELECT d.max_per_second, d.max_per_minute INTO v_def_second, v_def_minute
   FROM mailroom.domain_limits d WHERE d.domain = '*';
   v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
@@ -100,14 +106,20 @@ BEGIN
   IF v_dom_limited THEN
     PERFORM pg_advisory_xact_lock(1835100525, 1);  -- 'mail' + 1: send-rate lock space
     v_dom_default := least(v_def_second, v_def_minute);
+    v_slot_second := mailroom._rate_slot(p_now, interval '1 second');
+    v_slot_minute := mailroom._rate_slot(p_now, interval '1 minute');
     SELECT coalesce(array_agg(k.domain), '{}'),
            coalesce(array_agg(coalesce(k.cap, 2147483647)), '{}'),
            coalesce(array_agg(k.domain) FILTER (WHERE k.cap = 0), '{}')
       INTO v_dom_names, v_dom_caps, v_dom_blocked
     FROM (
       SELECT dom.domain,
-             least(mailroom._rate_sliding_remaining(rs.slots, rs.slot_hits, lim.per_second, interval '1 second', p_now),
-                   mailroom._rate_sliding_remaining(rm.slots, rm.slot_hits, lim.per_minute, interval '1 minute', p_now)) AS cap
+             least(CASE WHEN lim.per_second IS NULL THEN NULL
+                        WHEN us.newest - 50 > v_slot_second THEN 0  -- p_now too far behind to judge
+                        ELSE greatest(lim.per_second - us.used, 0) END,
+                   CASE WHEN lim.per_minute IS NULL THEN NULL
+                        WHEN um.newest - 50 > v_slot_minute THEN 0
+                        ELSE greatest(lim.per_minute - um.used, 0) END) AS cap
       FROM (SELECT d.domain FROM mailroom.domain_limits d WHERE d.domain <> '*'
             UNION
             SELECT left(substr(r.key, 17), -2) FROM mailroom.rate_limits r
@@ -119,6 +131,8 @@ BEGIN
                                        AND rs.algorithm = 'sliding' AND rs.window_length = interval '1 second'
       LEFT JOIN mailroom.rate_limits rm ON rm.key = 'mailroom/domain/' || dom.domain || '/m'
                                        AND rm.algorithm = 'sliding' AND rm.window_length = interval '1 minute'
+      CROSS JOIN LATERAL mailroom._rate_slots_used(rs.slots, rs.slot_hits, v_slot_second) AS us
+      CROSS JOIN LATERAL mailroom._rate_slots_used(rm.slots, rm.slot_hits, v_slot_minute) AS um
     ) AS k;
   END IF;
 
@@ -199,28 +213,41 @@ BEGIN
   FROM claimed c
   ORDER BY c.priority DESC, c.run_at, c.id;
 
-  -- 4. Spend the budgets on what was claimed, before the locks go at commit.
-  --    This batch is found through the reclaim index (status 'sending', its
-  --    leased_until) and its token.
+  -- 4. Spend the budgets on what was claimed, before the locks go at commit,
+  --    in one statement for all of them. This batch is found through the
+  --    reclaim index (status 'sending', its leased_until) and its token.
   IF cardinality(v_snd_names) > 0 OR v_dom_limited THEN
-    FOR v_row IN
-      SELECT m.sender, m.to_domain, count(*)::integer AS n
+    WITH batch AS (
+      SELECT m.sender, m.to_domain
       FROM mailroom.messages m
       WHERE m.status = 'sending' AND m.leased_until = p_now + p_lease AND m.lease_token = v_token
-      GROUP BY GROUPING SETS ((m.sender), (m.to_domain))
-    LOOP
-      IF v_row.sender IS NOT NULL AND v_row.sender = ANY (v_snd_names) THEN
-        PERFORM mailroom._send_rate_take('mailroom/sender/' || s.name, v_row.n, s.max_per_second, s.max_per_minute, p_now)
-        FROM mailroom.senders s WHERE s.name = v_row.sender;
-      ELSIF v_row.to_domain IS NOT NULL AND v_dom_limited THEN
-        PERFORM mailroom._send_rate_take('mailroom/domain/' || v_row.to_domain, v_row.n,
-                                         CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END,
-                                         CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END,
-                                         p_now)
-        FROM (SELECT 1) AS one
-        LEFT JOIN mailroom.domain_limits e ON e.domain = v_row.to_domain;
-      END IF;
-    END LOOP;
+    ),
+    spent AS (
+      SELECT 'mailroom/sender/' || b.sender AS prefix, count(*)::integer AS n,
+             s.max_per_second AS per_second, s.max_per_minute AS per_minute
+      FROM batch b
+      JOIN mailroom.senders s ON s.name = b.sender
+      WHERE b.sender = ANY (v_snd_names)
+      GROUP BY b.sender, s.max_per_second, s.max_per_minute
+      UNION ALL
+      SELECT 'mailroom/domain/' || b.to_domain, count(*)::integer,
+             CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END,
+             CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
+      FROM batch b
+      LEFT JOIN mailroom.domain_limits e ON e.domain = b.to_domain
+      WHERE v_dom_limited
+      GROUP BY b.to_domain, e.domain, e.max_per_second, e.max_per_minute
+    )
+    SELECT coalesce(array_agg(sp.prefix || w.suffix), '{}'), coalesce(array_agg(sp.n), '{}'),
+           coalesce(array_agg(w.win), '{}')
+      INTO v_keys, v_counts, v_windows
+    FROM spent sp
+    CROSS JOIN LATERAL (VALUES ('/s', interval '1 second', sp.per_second),
+                               ('/m', interval '1 minute', sp.per_minute)) AS w(suffix, win, lim)
+    WHERE w.lim IS NOT NULL;
+    IF cardinality(v_keys) > 0 THEN
+      PERFORM mailroom._send_rate_record(v_keys, v_counts, v_windows, p_now);
+    END IF;
   END IF;
 END
 $$;

@@ -65,7 +65,7 @@ def test_claim_with_send_limits_still_reads_only_the_claim_index(conn):
     assert "messages_claim_idx" in used and used <= {"messages_claim_idx", "messages_pkey"}, used
     assert rows_visited(scans) < 1_000, rows_visited(scans)
     # The budget bookkeeping after the claim finds the batch through the reclaim index.
-    record_plan = plan_of(plans, "GROUPING SETS")
+    record_plan = plan_of(plans, "WITH batch AS")
     record_scans = scans_of(record_plan, "messages")
     assert {s.get("Index Name") for s in record_scans} == {"messages_reclaim_idx"}, record_scans
     claimed = conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sending'").fetchone()["n"]

@@ -1,0 +1,109 @@
+-- Deploy mailroom:delivery_metrics to pg
+-- requires: table_messages
+-- requires: table_attempts
+
+BEGIN;
+
+CREATE FUNCTION mailroom.delivery_metrics(
+  p_window interval    DEFAULT '1 hour',
+  p_now    timestamptz DEFAULT now()
+)
+RETURNS TABLE (
+  split                 text,
+  sender                text,
+  time_zone             text,
+  attempts              bigint,
+  deliveries            bigint,
+  failures              bigint,
+  latency_p50           interval,
+  latency_p95           interval,
+  oldest_overdue        interval,
+  expired_leases        bigint,
+  attempts_per_delivery numeric,
+  duplicates            bigint
+)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_tz_column text;
+  v_tz_join   text := '';
+  v_tz_expr   text := 'NULL::text';
+BEGIN
+  IF p_window IS NULL OR p_window <= interval '0' OR p_window > interval '366 days' THEN
+    RAISE EXCEPTION 'mailroom: window: must be more than 0 and at most 366 days, got %', coalesce(p_window::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_now IS NULL THEN
+    RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
+  END IF;
+
+  -- The recipient's time zone lives on the schedule that made the mail. The
+  -- schedules table is another change and may not be deployed: look for it at
+  -- run time and fall back to an unknown (NULL) zone.
+  SELECT a.attname INTO v_tz_column
+  FROM pg_catalog.pg_attribute a
+  WHERE a.attrelid = to_regclass('mailroom.schedules')
+    AND a.attname IN ('time_zone', 'timezone', 'tz', 'zone')
+    AND NOT a.attisdropped
+  ORDER BY array_position(ARRAY['time_zone', 'timezone', 'tz', 'zone']::name[], a.attname)
+  LIMIT 1;
+  IF v_tz_column IS NOT NULL THEN
+    v_tz_join := 'LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id';
+    v_tz_expr := format('sc.%I::text', v_tz_column);
+  END IF;
+
+  RETURN QUERY EXECUTE format($q$
+    WITH events AS (
+      -- Ledger rows that may matter: claimed in the window, or up to a day
+      -- (the longest lease) before it and finished inside it.
+      SELECT m.sender, %1$s AS time_zone, true AS is_attempt,
+             a.claimed_at, a.finished_at, a.reported, a.outcome, a.duplicate, a.attempt,
+             NULL::timestamptz AS run_at
+      FROM mailroom.attempts a
+      JOIN mailroom.messages m ON m.id = a.message_id
+      %2$s
+      WHERE a.claimed_at > $1 - interval '1 day' AND a.claimed_at <= $2
+      UNION ALL
+      SELECT m.sender, %1$s, false, NULL, NULL, NULL, NULL, false, NULL, m.run_at
+      FROM mailroom.messages m
+      %2$s
+      WHERE m.status = 'queued' AND m.run_at <= $2
+    ),
+    marked AS (
+      SELECT e.*,
+             e.is_attempt AND e.claimed_at > $1 AND e.outcome IS DISTINCT FROM 'released' AS in_claimed,
+             e.is_attempt AND e.finished_at > $1 AND e.finished_at <= $2 AS in_finished
+      FROM events e
+    )
+    SELECT CASE WHEN grouping(x.sender) = 0 THEN 'sender'
+                WHEN grouping(x.time_zone) = 0 THEN 'time_zone'
+                ELSE 'total' END,
+           x.sender,
+           x.time_zone,
+           count(*) FILTER (WHERE x.in_claimed),
+           count(*) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate),
+           count(*) FILTER (WHERE x.in_finished AND x.outcome = 'failed'),
+           make_interval(secs => percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.claimed_at))
+                                 FILTER (WHERE x.in_finished AND x.reported = 'sent')),
+           make_interval(secs => percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.claimed_at))
+                                 FILTER (WHERE x.in_finished AND x.reported = 'sent')),
+           $2 - min(x.run_at),
+           count(*) FILTER (WHERE x.in_finished AND x.outcome = 'expired'),
+           round(avg(x.attempt) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate), 2),
+           count(*) FILTER (WHERE x.in_finished AND x.duplicate)
+    FROM marked x
+    GROUP BY GROUPING SETS ((x.sender), (x.time_zone), ())
+    ORDER BY 1, 2, 3
+  $q$, v_tz_expr, v_tz_join)
+  USING p_now - p_window, p_now;
+END
+$$;
+ALTER FUNCTION mailroom.delivery_metrics(interval, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) IS
+  'Delivery health over (p_now - p_window, p_now], one row per sender (split = sender), per recipient time zone (split = time_zone; NULL = unknown, i.e. not from a schedule) and a total: attempts claimed, first deliveries, failures, claim-to-send latency p50/p95, oldest overdue age (now), expired leases, average attempts per delivery, duplicate sends.';
+
+COMMIT;

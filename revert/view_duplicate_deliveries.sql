@@ -1,0 +1,7 @@
+-- Revert mailroom:view_duplicate_deliveries from pg
+
+BEGIN;
+
+DROP VIEW mailroom.duplicate_deliveries;
+
+COMMIT;

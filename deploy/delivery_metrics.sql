@@ -90,7 +90,7 @@ BEGIN
            make_interval(secs => percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.claimed_at))
                                  FILTER (WHERE x.in_finished AND x.reported = 'sent')),
            $2 - min(x.run_at),
-           count(*) FILTER (WHERE x.in_finished AND x.outcome = 'expired'),
+           count(*) FILTER (WHERE x.in_finished AND x.outcome IN ('expired', 'stale')),
            round(avg(x.attempt) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate), 2),
            count(*) FILTER (WHERE x.in_finished AND x.duplicate)
     FROM marked x

@@ -5,8 +5,10 @@
 BEGIN;
 
 -- Expired leases are rare, so this index stays tiny while it lets the view
--- and delivery_metrics skip the rest of the ledger.
-CREATE INDEX attempts_expired_idx ON mailroom.attempts (finished_at) WHERE outcome = 'expired';
+-- skip the rest of the ledger. A stale attempt is one whose lease expired and
+-- whose runner reported afterwards (mark_outcomes turns expired into stale
+-- and sets finished_at to the report's time).
+CREATE INDEX attempts_expired_idx ON mailroom.attempts (finished_at) WHERE outcome IN ('expired', 'stale');
 
 CREATE VIEW mailroom.expired_leases WITH (security_barrier) AS
 SELECT a.id AS attempt_id,
@@ -33,12 +35,12 @@ SELECT a.id, a.message_id, a.delivery_key, m.sender, m.to_address, a.worker, a.a
        a.finished_at, now() - a.finished_at, true, m.on_ambiguous, m.status, m.status
 FROM mailroom.attempts a
 JOIN mailroom.messages m ON m.id = a.message_id
-WHERE a.outcome = 'expired';
+WHERE a.outcome IN ('expired', 'stale');
 ALTER VIEW mailroom.expired_leases OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.expired_leases FROM PUBLIC;
 GRANT SELECT ON mailroom.expired_leases TO mailroom_operator;
 COMMENT ON VIEW mailroom.expired_leases IS
-  'Claims whose lease ran out: the runner died or hung, so whether the mail went out is unknown. reclaimed = false rows wait for mailroom.reclaim() (next_status says where they go); reclaimed = true rows are the ledger''s history (status is where the message is now).';
+  'Claims whose lease ran out: the runner died or hung, so whether the mail went out is unknown. reclaimed = false rows wait for mailroom.reclaim() (next_status says where they go); reclaimed = true rows are the ledger''s history (status is where the message is now; an attempt whose runner reported after the expiry has outcome stale and expired_at = the report''s time).';
 COMMENT ON COLUMN mailroom.expired_leases.next_status IS
   'Where reclaim moves (or moved) the message: review (on_ambiguous = review), failed (attempts spent) or queued.';
 

@@ -78,5 +78,11 @@ def db_status() -> None:
         sys.exit(3)
 
 
+# Operator commands (status, inspect, retry, cancel, review) live in their own module.
+from mailroom import operations as _operations  # noqa: E402
+
+_operations.register(main)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,78 @@
+-- Deploy mailroom:table_templates to pg
+-- requires: roles
+
+BEGIN;
+
+CREATE TABLE mailroom.templates (
+  key        text PRIMARY KEY,
+  subject    text NOT NULL,
+  body_text  text,
+  body_html  text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT templates_key_format CHECK (key ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$'),
+  CONSTRAINT templates_body_present CHECK (body_text IS NOT NULL OR body_html IS NOT NULL)
+);
+ALTER TABLE mailroom.templates OWNER TO mailroom_owner;
+COMMENT ON TABLE mailroom.templates IS
+  'Mail templates in Jinja2 syntax, rendered by the runner in a sandbox with the message''s template_vars.';
+COMMENT ON COLUMN mailroom.templates.updated_at IS
+  'Runners cache templates by key and updated_at, so an edit takes effect on the next claim.';
+
+CREATE FUNCTION mailroom.upsert_template(
+  p_key       text,
+  p_subject   text,
+  p_body_text text,
+  p_body_html text DEFAULT NULL,
+  p_now       timestamptz DEFAULT now()
+)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_key IS NULL OR p_key !~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' THEN
+    RAISE EXCEPTION 'mailroom: key: "%" is not a template key (letters, digits and _ . : / -, at most 128)', p_key
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_subject IS NULL OR p_subject ~ '[\r\n]' THEN
+    RAISE EXCEPTION 'mailroom: subject: must be given and must not contain CR or LF'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_body_text IS NULL AND p_body_html IS NULL THEN
+    RAISE EXCEPTION 'mailroom: body_text: a template needs a text or an HTML body'
+      USING ERRCODE = '22023';
+  END IF;
+
+  INSERT INTO mailroom.templates AS t (key, subject, body_text, body_html, created_at, updated_at)
+  VALUES (p_key, p_subject, p_body_text, p_body_html, p_now, p_now)
+  ON CONFLICT (key) DO UPDATE
+    SET subject = excluded.subject, body_text = excluded.body_text,
+        body_html = excluded.body_html, updated_at = excluded.updated_at;
+END
+$$;
+ALTER FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz)
+  TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) IS
+  'Create or replace a template (Jinja2 syntax). Mail already queued renders with the new version.';
+
+CREATE FUNCTION mailroom.get_templates(p_keys text[])
+RETURNS TABLE (key text, subject text, body_text text, body_html text, updated_at timestamptz)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT t.key, t.subject, t.body_text, t.body_html, t.updated_at
+  FROM mailroom.templates t
+  WHERE t.key = ANY (p_keys)
+$$;
+ALTER FUNCTION mailroom.get_templates(text[]) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.get_templates(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.get_templates(text[]) TO mailroom_runner, mailroom_operator;
+COMMENT ON FUNCTION mailroom.get_templates(text[]) IS
+  'The templates a runner needs for a claimed batch; unknown keys are simply absent.';
+
+COMMIT;

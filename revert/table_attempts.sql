@@ -1,0 +1,7 @@
+-- Revert mailroom:table_attempts from pg
+
+BEGIN;
+
+DROP TABLE mailroom.attempts;
+
+COMMIT;

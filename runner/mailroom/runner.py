@@ -232,6 +232,12 @@ class Runner:
                 continue
             self.wake.clear()
             try:
+                with self.lock:
+                    unwritten = bool(self.outcomes)
+                if unwritten and not self._flush():
+                    # Our own outcomes first: reclaim must never re-queue mail
+                    # this runner has sent but not yet recorded.
+                    raise queries.DatabaseUnavailable("outcomes not yet written")
                 if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
                     n = queries.reclaim(self.pool)
                     last_reclaim = time.monotonic()
@@ -390,20 +396,18 @@ class Runner:
             unsent, self.unsent = self.unsent, defaultdict(list)
         ok = True
         if items:
-            payload = [{"id": j.row["id"], "token": str(j.batch.token), **o.as_json()} for j, o in items]
-            try:
-                queries.mark_outcomes(self.pool, payload)
-            except (queries.DatabaseUnavailable, queries.QueryError) as e:
-                with self.lock:
-                    self.outcomes[:0] = items  # keep them, oldest first
-                self.db_state.down(e, pending_outcomes=len(items))
+            written, ok, error = self._write_outcomes(items)
+            with self.lock:
+                for j, _ in written:
+                    j.batch.unrecorded.discard(j.row["id"])
+                    self._forget_if_done(j.batch)
+                if not ok:
+                    done = {id(it) for it in written}
+                    kept = [it for it in items if id(it) not in done]
+                    self.outcomes[:0] = kept  # keep them, oldest first
+            if not ok:
+                self.db_state.down(error, pending_outcomes=len(items) - len(written))
                 metrics.UP.labels("db").set(0)
-                ok = False
-            else:
-                with self.lock:
-                    for j, _ in items:
-                        j.batch.unrecorded.discard(j.row["id"])
-                        self._forget_if_done(j.batch)
         for token, ids in unsent.items():
             if not ids:
                 continue
@@ -427,6 +431,47 @@ class Runner:
                     b.unrecorded.difference_update(ids)
                     self._forget_if_done(b)
         return ok
+
+    def _write_outcomes(self, items):
+        """mark_outcomes in as few calls as possible (one, unless the same id
+        appears twice, e.g. claimed again after a lease ran out during an outage).
+        Returns (written items, ok, error). An outcome the database rejects as
+        invalid input is logged and dropped rather than retried for ever."""
+        chunks: list[list] = []
+        for it in items:
+            for chunk in chunks:
+                if all(c[0].row["id"] != it[0].row["id"] for c in chunk):
+                    chunk.append(it)
+                    break
+            else:
+                chunks.append([it])
+        written: list = []
+        for chunk in chunks:
+            try:
+                queries.mark_outcomes(self.pool, [self._payload(it) for it in chunk])
+            except queries.DatabaseUnavailable as e:
+                return written, False, e
+            except queries.QueryError as e:
+                if _transient(e.sqlstate):
+                    return written, False, e
+                for it in chunk:  # find the bad one(s), write the rest
+                    try:
+                        queries.mark_outcomes(self.pool, [self._payload(it)])
+                    except queries.DatabaseUnavailable as e2:
+                        return written, False, e2
+                    except queries.QueryError as e2:
+                        if _transient(e2.sqlstate):
+                            return written, False, e2
+                        event(logging.ERROR, "runner.outcome_rejected", id=it[0].row["id"], error=str(e2))
+                    written.append(it)
+                continue
+            written.extend(chunk)
+        return written, True, None
+
+    @staticmethod
+    def _payload(item) -> dict:
+        j, o = item
+        return {"id": j.row["id"], "token": str(j.batch.token), **o.as_json()}
 
     def _forget_if_done(self, b: Batch) -> None:
         if not b.unrecorded and not b.unfinished:
@@ -460,7 +505,7 @@ class Runner:
                 self.wake.set()  # notifications may have been missed while away
                 while not self.stopping.is_set():
                     for n in conn.notifies(timeout=1.0):
-                        if self.s.sender is None or n.payload in (self.s.sender, ""):
+                        if self.s.sender is None or n.payload in (self.s.sender, "released", ""):
                             self.wake.set()
             except (psycopg.Error, queries.DatabaseUnavailable, queries.QueryError) as e:
                 if not self.stopping.is_set():

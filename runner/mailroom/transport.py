@@ -61,7 +61,7 @@ class Outcome:
 
     def as_json(self) -> dict:
         d = {"outcome": self.outcome}
-        if self.smtp_code is not None:
+        if self.smtp_code is not None and 200 <= self.smtp_code <= 599:
             d["smtp_code"] = self.smtp_code
         if self.smtp_enhanced:
             d["smtp_enhanced"] = self.smtp_enhanced

@@ -222,6 +222,9 @@ class Runner:
         last_reclaim = 0.0
         while not self.stopping.is_set():
             if not self.transport.health.is_up:
+                if self.s.exit_when_idle and self._idle():
+                    event(logging.INFO, "runner.idle_exit", reason="transport down")
+                    break
                 self._probe_transport(smtp_backoff)
                 continue
             with self.lock:
@@ -256,14 +259,16 @@ class Runner:
             if got == self.s.batch:
                 continue  # more is waiting: claim again as soon as there is room
             if self.s.exit_when_idle and got == 0:
-                with self.lock:
-                    idle = self.pending == 0 and not self.outcomes and not any(self.unsent.values())
-                if idle:
+                if self._idle():
                     event(logging.INFO, "runner.idle_exit")
                     break
                 self.wake.wait(0.2)
                 continue
             self.wake.wait(self.s.poll_interval)
+
+    def _idle(self) -> bool:
+        with self.lock:
+            return self.pending == 0 and not self.outcomes and not any(self.unsent.values())
 
     def _claim(self) -> int:
         t0 = time.perf_counter()

@@ -188,7 +188,7 @@ class Sink:
         if not ok:
             with self.lock:
                 self.auth_failures += 1
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)
 
     def _queue_id(self) -> str:
         with self.lock:

@@ -81,6 +81,14 @@ def setup(fmt: str = "text", level: str = "info", stream=None) -> logging.Logger
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    # psycopg_pool warns once per failed connection attempt; the runner logs one
+    # line per state change instead, so only psycopg's errors come through.
+    lib = logging.getLogger("psycopg")
+    for h in list(lib.handlers):
+        lib.removeHandler(h)
+    lib.addHandler(handler)
+    lib.setLevel(logging.ERROR)
+    lib.propagate = False
     return logger
 
 

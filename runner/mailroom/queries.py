@@ -38,7 +38,7 @@ class QueryError(Exception):
 def translate(e: BaseException) -> Exception:
     """Map a psycopg / psycopg_pool exception to the package's own."""
     if isinstance(e, (psycopg.OperationalError, psycopg_pool.PoolTimeout, psycopg.InterfaceError)):
-        return DatabaseUnavailable(" ".join(str(e).split()) or type(e).__name__)
+        return DatabaseUnavailable(first_line(e))
     if isinstance(e, psycopg.Error):
         sqlstate = e.diag.sqlstate if e.diag else None
         msg = (e.diag.message_primary if e.diag and e.diag.message_primary else str(e)).strip()
@@ -46,7 +46,15 @@ def translate(e: BaseException) -> Exception:
     return e  # not ours to translate
 
 
-def _call(pool: psycopg_pool.ConnectionPool, query: str, params: dict | None = None, *, timeout: float = 5.0):
+def first_line(e: BaseException) -> str:
+    """The error's first line, without CONTEXT / query text."""
+    diag = getattr(e, "diag", None)
+    msg = diag.message_primary if diag is not None and diag.message_primary else str(e)
+    lines = [l for l in msg.strip().splitlines() if l.strip()]
+    return (lines[0].strip() if lines else type(e).__name__)[:300]
+
+
+def _call(pool: psycopg_pool.ConnectionPool, query: str, params: dict | None = None, *, timeout: float = 2.0):
     try:
         with pool.connection(timeout=timeout) as conn:
             with conn.cursor() as cur:

@@ -514,7 +514,7 @@ class Runner:
                             self.wake.set()
             except (psycopg.Error, queries.DatabaseUnavailable, queries.QueryError) as e:
                 if not self.stopping.is_set():
-                    self.listen_state.down(" ".join(str(e).split()))
+                    self.listen_state.down(queries.first_line(e))
                     self.stopping.wait(backoff.next())
             finally:
                 if conn is not None:

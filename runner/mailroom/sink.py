@@ -144,6 +144,9 @@ class Sink:
         self.delay = delay
         self.keep = keep
         self.messages: list[dict] = []
+        if store:
+            for sub in ("tmp", "new", "cur"):
+                (Path(store) / sub).mkdir(parents=True, exist_ok=True)
         self.store = mailbox.Maildir(str(store), factory=None, create=True) if store else None
         self.stats_file = Path(stats_file) if stats_file else None
         self.auth = auth

@@ -407,7 +407,8 @@ class Transport:
         self.health = logs.StateLog("smtp" if self.url.scheme.startswith("smtp") else "transport")
         self._lock = threading.Lock()
         if self.url.scheme == "file":
-            Path(self.url.path).mkdir(parents=True, exist_ok=True)
+            for sub in ("tmp", "new", "cur"):
+                (Path(self.url.path) / sub).mkdir(parents=True, exist_ok=True)
 
     def connection(self) -> Connection:
         if self.url.scheme == "null":

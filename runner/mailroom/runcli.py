@@ -188,5 +188,8 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
 
 
 def register(group: click.Group) -> None:
+    from mailroom.demo import demo_cmd
+
     group.add_command(run_cmd)
     group.add_command(sink_cmd)
+    group.add_command(demo_cmd)

@@ -73,17 +73,19 @@ def test_template_missing_variable_fails_that_one_only(db_url, conn, sink):
     assert mail["Subject"].startswith("Welcome <User")
 
 
-def test_4xx_is_retried_then_delivered_and_5xx_fails_with_its_code(db_url, conn):
+def test_4xx_retried_then_delivered_5xx_failed_with_code_lost_reply_ambiguous(db_url, conn):
     conn.execute("SELECT mailroom.set_setting('retry_backoff_base', '100 milliseconds')")
     rules = [
         Rule(451, "4.3.0 Mailbox busy, try later", rcpt_contains="busy@", times=1),
         Rule(550, "5.1.1 No such user here", stage="rcpt", rcpt_contains="nobody@"),
+        Rule(drop=True, rcpt_contains="unsure@"),
     ]
     busy = enqueue(conn, "busy@example.com", subject="s", body_text="b")
     nobody = enqueue(conn, "nobody@example.com", subject="s", body_text="b")
     fine = enqueue(conn, "fine@example.com", subject="s", body_text="b")
+    unsure = enqueue(conn, "unsure@example.com", subject="s", body_text="b", on_ambiguous="review")
     with Sink(keep=True, rules=rules) as sink, RunnerProcess(db_url, sink.url(), *FAST) as r:
-        wait_for(lambda: settled(conn, 3), what="all three settled")
+        wait_for(lambda: settled(conn, 4, final=("sent", "failed", "review")), what="all four settled")
         assert r.stop() == 0, r.log()
 
     rows = {r["id"]: r for r in conn.execute(
@@ -91,6 +93,7 @@ def test_4xx_is_retried_then_delivered_and_5xx_fails_with_its_code(db_url, conn)
     assert rows[busy]["status"] == "sent" and rows[busy]["attempts"] == 2
     assert rows[fine]["status"] == "sent" and rows[fine]["attempts"] == 1
     assert rows[nobody]["status"] == "failed"
+    assert rows[unsure]["status"] == "review"  # connection lost after the body: ambiguous
     ledger = conn.execute(
         "SELECT message_id, outcome, smtp_code, smtp_enhanced, smtp_text FROM mailroom.attempts"
         " ORDER BY id").fetchall()
@@ -99,4 +102,5 @@ def test_4xx_is_retried_then_delivered_and_5xx_fails_with_its_code(db_url, conn)
     (failed,) = [a for a in ledger if a["message_id"] == nobody]
     assert (failed["outcome"], failed["smtp_code"], failed["smtp_enhanced"]) == ("failed", 550, "5.1.1")
     assert "No such user" in failed["smtp_text"]
+    assert [a["outcome"] for a in ledger if a["message_id"] == unsure] == ["ambiguous"]
     assert sorted(m["rcpt_tos"][0] for m in sink.messages) == ["busy@example.com", "fine@example.com"]

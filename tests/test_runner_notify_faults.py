@@ -72,3 +72,44 @@ def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn, server
     assert log.count("db.down") == log.count("db.up") >= 1, log
     assert "pending_outcomes=" in log  # outcomes waited in memory, then were written
     assert log.count("listen.down") == 3, log  # one per kill, none per failed reconnect
+
+
+def test_smtp_server_down_then_up_is_one_state_change_and_nothing_is_lost(db_url, conn):
+    conn.execute("SELECT mailroom.set_setting('retry_backoff_base', '100 milliseconds')")
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, 30) AS i")
+    port = free_port()
+    with RunnerProcess(db_url, f"smtp://127.0.0.1:{port}?timeout=2", "--concurrency", "4",
+                       "--poll-interval", "0.2") as r:
+        wait_for(lambda: "smtp.down" in r.log(), timeout=15, what="the runner to notice")
+        time.sleep(1.5)  # it probes with backoff meanwhile, without claiming
+        with Sink(port=port) as sink:
+            wait_for(lambda: settled(conn, 30), timeout=30, interval=0.1, what="everything sent")
+            assert r.stop() == 0, r.log()
+            received = sink.stats()["received"]
+        log = r.log()
+    assert statuses(conn) == {"sent": 30} and received == 30
+    assert log.count("smtp.down") == 1 and log.count("smtp.up") == 1, log
+    retries = conn.execute("SELECT count(*) AS n FROM mailroom.attempts WHERE outcome = 'retry'").fetchone()["n"]
+    assert retries <= 4  # at most the sends in flight when it went down; the rest were handed back
+
+
+def test_a_slow_server_gets_its_lease_extended_not_reclaimed(db_url, conn):
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('slow%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, 4) AS i")
+    with Sink(delay=0.8) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "2"
+    ) as r:
+        reclaimed = 0
+        while not settled(conn, 4):  # another runner (or pg_cron) reclaiming all the while
+            reclaimed += conn.execute("SELECT mailroom.reclaim() AS n").fetchone()["n"]
+            time.sleep(0.1)
+        assert r.stop() == 0, r.log()
+        stats = sink.stats()
+    assert reclaimed == 0
+    assert statuses(conn) == {"sent": 4}
+    assert stats["received"] == 4 and stats["duplicates"] == 0
+    outcomes = [r["outcome"] for r in conn.execute("SELECT outcome FROM mailroom.attempts")]
+    assert outcomes == ["sent"] * 4

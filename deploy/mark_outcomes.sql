@@ -45,26 +45,26 @@ BEGIN
   FROM (
     SELECT t.ord - 1 AS idx,
       CASE
-        WHEN jsonb_typeof(t.e) <> 'object' THEN 'must be an object'
-        WHEN NOT t.e ? 'id' THEN 'id: missing'
+        WHEN jsonb_typeof(t.e) <> 'object' THEN ': must be an object'
+        WHEN NOT t.e ? 'id' THEN '.id: missing'
         WHEN jsonb_typeof(t.e -> 'id') <> 'number' OR (t.e ->> 'id') !~ '^[0-9]{1,18}$'
-          THEN 'id: must be a positive integer'
-        WHEN NOT t.e ? 'token' THEN 'token: missing'
+          THEN '.id: must be a positive integer'
+        WHEN NOT t.e ? 'token' THEN '.token: missing'
         WHEN jsonb_typeof(t.e -> 'token') <> 'string'
           OR (t.e ->> 'token') !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-          THEN 'token: must be a UUID string'
-        WHEN NOT t.e ? 'outcome' THEN 'outcome: missing'
+          THEN '.token: must be a UUID string'
+        WHEN NOT t.e ? 'outcome' THEN '.outcome: missing'
         WHEN jsonb_typeof(t.e -> 'outcome') <> 'string'
           OR (t.e ->> 'outcome') NOT IN ('sent', 'retry', 'failed', 'ambiguous')
-          THEN format('outcome: unknown outcome %s (expected sent, retry, failed or ambiguous)', t.e -> 'outcome')
+          THEN format('.outcome: unknown outcome %s (expected sent, retry, failed or ambiguous)', t.e -> 'outcome')
         WHEN jsonb_typeof(t.e -> 'smtp_code') NOT IN ('number', 'null')
           OR (t.e ->> 'smtp_code') !~ '^[2-5][0-9][0-9]$'
-          THEN 'smtp_code: must be a number from 200 to 599'
+          THEN '.smtp_code: must be a number from 200 to 599'
         WHEN jsonb_typeof(t.e -> 'smtp_enhanced') NOT IN ('string', 'null')
           OR (t.e ->> 'smtp_enhanced') !~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$'
-          THEN 'smtp_enhanced: must be an enhanced status code such as 5.1.1'
-        WHEN jsonb_typeof(t.e -> 'detail') NOT IN ('string', 'null') THEN 'detail: must be a string'
-        WHEN jsonb_typeof(t.e -> 'provider_id') NOT IN ('string', 'null') THEN 'provider_id: must be a string'
+          THEN '.smtp_enhanced: must be an enhanced status code such as 5.1.1'
+        WHEN jsonb_typeof(t.e -> 'detail') NOT IN ('string', 'null') THEN '.detail: must be a string'
+        WHEN jsonb_typeof(t.e -> 'provider_id') NOT IN ('string', 'null') THEN '.provider_id: must be a string'
       END AS problem
     FROM jsonb_array_elements(p_results) WITH ORDINALITY AS t(e, ord)
   ) x
@@ -72,7 +72,7 @@ BEGIN
   ORDER BY x.idx
   LIMIT 1;
   IF FOUND THEN
-    RAISE EXCEPTION 'mailroom: results[%].%', v_index, v_problem USING ERRCODE = '22023';
+    RAISE EXCEPTION 'mailroom: results[%]%', v_index, v_problem USING ERRCODE = '22023';
   END IF;
 
   SELECT (e ->> 'id') INTO v_problem
@@ -90,62 +90,55 @@ BEGIN
   ORDER BY m.id
   FOR UPDATE;
 
+  -- One row per report, joined to its (locked) message by primary key.
   WITH input AS (
-    SELECT r.*
-    FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
-                                            smtp_enhanced text, detail text, provider_id text)
-  ),
-  live AS (
-    SELECT i.*, m.attempts, m.max_attempts, m.on_ambiguous, m.to_address,
+    SELECT r.*, m.to_address,
+      m.status = 'sending' AND m.lease_token = r.token AS is_live,
       CASE
-        WHEN i.outcome = 'sent' THEN 'sent'
-        WHEN i.outcome = 'failed' THEN 'failed'
-        WHEN i.outcome = 'ambiguous' AND m.on_ambiguous = 'review' THEN 'review'
+        WHEN r.outcome = 'sent' THEN 'sent'
+        WHEN r.outcome = 'failed' THEN 'failed'
+        WHEN r.outcome = 'ambiguous' AND m.on_ambiguous = 'review' THEN 'review'
         WHEN m.attempts >= m.max_attempts THEN 'failed'
         ELSE 'queued'
-      END AS new_status
-    FROM input i
-    JOIN mailroom.messages m ON m.id = i.id
-    WHERE m.status = 'sending' AND m.lease_token = i.token
-  ),
-  -- A report for a lease that was lost. If it says the mail went out and the
-  -- message is not sent or being sent again, that settles it (no resend).
-  late_sent AS (
-    SELECT m.id
-    FROM input i
-    JOIN mailroom.messages m ON m.id = i.id
-    WHERE i.outcome = 'sent'
-      AND m.lease_token IS DISTINCT FROM i.token
-      AND m.status IN ('queued', 'review', 'failed', 'paused', 'cancelled')
-      AND EXISTS (SELECT FROM mailroom.attempts a
-                  WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL)
+      END AS new_status,
+      -- A report for a lease that was lost: if it says the mail went out and
+      -- the message is not sent or being sent again, that settles it.
+      r.outcome = 'sent'
+        AND m.status IN ('queued', 'review', 'failed', 'paused', 'cancelled')
+        AND EXISTS (SELECT FROM mailroom.attempts a
+                    WHERE a.message_id = r.id AND a.lease_token = r.token AND a.reported IS NULL)
+        AS settles,
+      m.attempts
+    FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
+                                            smtp_enhanced text, detail text, provider_id text)
+    JOIN mailroom.messages m ON m.id = r.id
   ),
   moved AS (
     UPDATE mailroom.messages m
-    SET status        = l.new_status,
-        status_reason = CASE l.new_status
+    SET status        = i.new_status,
+        status_reason = CASE i.new_status
                           WHEN 'queued' THEN 'retry'
                           WHEN 'review' THEN 'ambiguous outcome'
-                          WHEN 'failed' THEN CASE WHEN l.outcome = 'failed' THEN 'permanent failure'
+                          WHEN 'failed' THEN CASE WHEN i.outcome = 'failed' THEN 'permanent failure'
                                                   ELSE 'attempts exhausted' END
                         END,
-        run_at        = CASE WHEN l.new_status = 'queued' THEN p_now + mailroom._retry_delay(l.attempts)
+        run_at        = CASE WHEN i.new_status = 'queued' THEN p_now + mailroom._retry_delay(i.attempts)
                              ELSE m.run_at END,
         lease_token   = NULL,
         leased_until  = NULL,
-        sent_at       = CASE WHEN l.new_status = 'sent' THEN p_now END,
-        last_error    = CASE WHEN l.outcome = 'sent' THEN m.last_error
-                             ELSE left(concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.detail), 1000) END,
+        sent_at       = CASE WHEN i.new_status = 'sent' THEN p_now END,
+        last_error    = CASE WHEN i.outcome = 'sent' THEN m.last_error
+                             ELSE left(concat_ws(' ', i.smtp_code, i.smtp_enhanced, i.detail), 1000) END,
         updated_at    = p_now
-    FROM live l
-    WHERE m.id = l.id
+    FROM input i
+    WHERE m.id = i.id AND i.is_live
     RETURNING m.id
   ),
   settled AS (
     UPDATE mailroom.messages m
     SET status = 'sent', status_reason = 'late outcome', sent_at = p_now, updated_at = p_now
-    FROM late_sent s
-    WHERE m.id = s.id
+    FROM input i
+    WHERE m.id = i.id AND NOT i.is_live AND i.settles
     RETURNING m.id
   ),
   -- Repeating a report (a runner re-sends after a reconnect) changes nothing:
@@ -153,7 +146,7 @@ BEGIN
   ledger AS (
     UPDATE mailroom.attempts a
     SET reported      = i.outcome,
-        outcome       = CASE WHEN l.id IS NULL THEN 'stale' ELSE i.outcome END,
+        outcome       = CASE WHEN i.is_live THEN i.outcome ELSE 'stale' END,
         finished_at   = p_now,
         smtp_code     = i.smtp_code,
         smtp_enhanced = i.smtp_enhanced,
@@ -163,7 +156,6 @@ BEGIN
                           SELECT FROM mailroom.attempts prior
                           WHERE prior.message_id = i.id AND prior.reported = 'sent' AND prior.id <> a.id)
     FROM input i
-    LEFT JOIN live l ON l.id = i.id
     WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL
     RETURNING a.id
   ),
@@ -172,8 +164,8 @@ BEGIN
     SELECT DISTINCT ON (mailroom._address_key(l.to_address))
            mailroom._address_key(l.to_address), l.to_address, 'hard_bounce',
            left('smtp ' || concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.detail), 200), p_now
-    FROM live l
-    WHERE l.outcome = 'failed' AND l.smtp_enhanced LIKE '5.1.%'
+    FROM input l
+    WHERE l.is_live AND l.outcome = 'failed' AND l.smtp_enhanced LIKE '5.1.%'
     ON CONFLICT (address_key) DO NOTHING
     RETURNING s.address_key
   )

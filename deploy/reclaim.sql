@@ -34,7 +34,8 @@ BEGIN
                              WHEN m.attempts >= m.max_attempts THEN 'attempts exhausted'
                              ELSE 'lease expired' END,
         last_error    = 'lease expired (worker ' || coalesce(m.worker, '?') || ')',
-        run_at        = CASE WHEN m.attempts >= m.max_attempts THEN m.run_at ELSE p_now END,
+        run_at        = CASE WHEN m.on_ambiguous = 'review' OR m.attempts >= m.max_attempts THEN m.run_at
+                             ELSE p_now END,
         lease_token   = NULL,
         leased_until  = NULL,
         updated_at    = p_now

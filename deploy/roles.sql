@@ -28,10 +28,8 @@ COMMENT ON ROLE mailroom_operator IS
 ALTER SCHEMA mailroom OWNER TO mailroom_owner;
 GRANT USAGE ON SCHEMA mailroom TO mailroom_app, mailroom_runner, mailroom_operator;
 
--- Functions created later are not callable by PUBLIC unless granted.
-ALTER DEFAULT PRIVILEGES FOR ROLE mailroom_owner IN SCHEMA mailroom
-  REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
-ALTER DEFAULT PRIVILEGES IN SCHEMA mailroom
-  REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- Every function revokes EXECUTE from PUBLIC itself, in its own change:
+-- default privileges would only cover functions *created* by the owner role,
+-- and Sqitch creates them as the deployer.
 
 COMMIT;

@@ -1,0 +1,86 @@
+-- Tests for mailroom:claim_batch
+BEGIN;
+SELECT plan(24);
+SET LOCAL client_min_messages = warning;
+TRUNCATE mailroom.messages CASCADE;
+TRUNCATE mailroom.suppressions;
+
+SELECT has_function('mailroom', 'claim_batch',
+  ARRAY['text', 'integer', 'interval', 'text', 'timestamp with time zone'], 'claim_batch exists');
+SELECT is_definer('mailroom', 'claim_batch',
+  ARRAY['text', 'integer', 'interval', 'text', 'timestamp with time zone'], 'claim_batch is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'claim_batch',
+  ARRAY['text', 'integer', 'interval', 'text', 'timestamp with time zone'], 'mailroom_runner', ARRAY['EXECUTE'],
+  'runners may claim');
+SELECT function_privs_are('mailroom', 'claim_batch',
+  ARRAY['text', 'integer', 'interval', 'text', 'timestamp with time zone'], 'mailroom_operator', ARRAY[]::text[],
+  'operators may not claim');
+
+-- Six messages at 2030-01-01 00:00; one due later; one of another sender.
+SELECT mailroom.enqueue('p0-old@example.com', 'Hi', 'B', p_delivery_key => 'p0-old', p_send_at => '2030-01-01 00:00Z', p_now => '2030-01-01 00:00Z');
+SELECT mailroom.enqueue('p0-new@example.com', 'Hi', 'B', p_delivery_key => 'p0-new', p_send_at => '2030-01-01 00:00:30Z', p_now => '2030-01-01 00:00Z');
+SELECT mailroom.enqueue('p5@example.com', 'Hi', 'B', p_delivery_key => 'p5', p_priority => 5, p_send_at => '2030-01-01 00:00:40Z', p_now => '2030-01-01 00:00Z');
+SELECT mailroom.enqueue('p9-later@example.com', 'Hi', 'B', p_delivery_key => 'p9-later', p_priority => 9, p_send_at => '2030-01-02Z', p_now => '2030-01-01 00:00Z');
+SELECT mailroom.enqueue('neg@example.com', 'Hi', 'B', p_delivery_key => 'neg', p_priority => -3, p_send_at => '2030-01-01 00:00Z', p_now => '2030-01-01 00:00Z');
+SELECT mailroom.enqueue('bill@example.com', 'Hi', 'B', p_delivery_key => 'bill', p_sender => 'billing', p_send_at => '2030-01-01 00:00:10Z', p_now => '2030-01-01 00:00Z');
+
+CREATE TEMP TABLE first_claim AS
+  SELECT * FROM mailroom.claim_batch('worker-1', 3, '2 minutes', NULL, '2030-01-01 00:01Z');
+SELECT results_eq($$SELECT delivery_key FROM first_claim$$,
+  $$VALUES ('p5'::text), ('p0-old'), ('bill')$$,
+  'highest priority first, then oldest run_at; mail due later is not claimed');
+SELECT is((SELECT count(DISTINCT lease_token)::int FROM first_claim), 1, 'one lease token per batch');
+SELECT results_eq($$SELECT DISTINCT leased_until, attempt FROM first_claim$$,
+  $$VALUES ('2030-01-01 00:03Z'::timestamptz, 1)$$, 'leased for the lease interval; first attempt');
+SELECT results_eq(
+  $$SELECT status, worker, claimed_at, attempts FROM mailroom.messages WHERE delivery_key = 'p5'$$,
+  $$VALUES ('sending'::text, 'worker-1'::text, '2030-01-01 00:01Z'::timestamptz, 1)$$,
+  'the row is sending, with its worker, claim time and attempt count');
+SELECT results_eq(
+  $$SELECT count(*)::int, bool_and(outcome IS NULL), bool_and(worker = 'worker-1') FROM mailroom.attempts
+    WHERE lease_token = (SELECT lease_token FROM first_claim LIMIT 1)$$,
+  $$VALUES (3, true, true)$$, 'a ledger row per claimed message, open until an outcome');
+SELECT results_eq(
+  $$SELECT to_address, subject, body_text, headers, template_key, on_ambiguous FROM first_claim WHERE delivery_key = 'p0-old'$$,
+  $$VALUES ('p0-old@example.com'::text, 'Hi'::text, 'B'::text, '{}'::jsonb, NULL::text, 'retry'::text)$$,
+  'returns what a runner needs to build the mail');
+
+SELECT results_eq($$SELECT delivery_key FROM mailroom.claim_batch('worker-2', 10, '2 minutes', 'default', '2030-01-01 00:01Z')$$,
+  $$VALUES ('p0-new'::text), ('neg')$$,
+  'a second claim gets only what is left, filtered by sender, negative priority last');
+SELECT is_empty($$SELECT * FROM mailroom.claim_batch('worker-3', 10, '2 minutes', NULL, '2030-01-01 00:01Z')$$,
+  'nothing left that is due');
+SELECT results_eq($$SELECT delivery_key FROM mailroom.claim_batch('worker-3', 10, '2 minutes', NULL, '2030-01-02Z')$$,
+  $$VALUES ('p9-later'::text)$$, 'mail becomes claimable when its run_at passes');
+
+-- Paused, cancelled and review mail is never handed out.
+SELECT mailroom.enqueue('held@example.com', 'Hi', 'B', p_delivery_key => 'held', p_now => '2030-01-01 00:00Z');
+UPDATE mailroom.messages SET status = 'paused' WHERE delivery_key = 'held';
+SELECT is_empty($$SELECT * FROM mailroom.claim_batch('worker-4', 10, '2 minutes', NULL, '2030-01-03Z')$$,
+  'paused mail is not claimed');
+
+-- Bad input
+CREATE TEMP TABLE before_errors AS SELECT count(*) AS n FROM mailroom.attempts;
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('w', 0)$$, '22023',
+  'mailroom: limit: must be between 1 and 10000, got 0', 'limit 0');
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('w', -5)$$, '22023',
+  'mailroom: limit: must be between 1 and 10000, got -5', 'negative limit');
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('w', 10001)$$, '22023',
+  'mailroom: limit: must be between 1 and 10000, got 10001', 'limit over 10,000');
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('w', 10, '0 seconds')$$, '22023',
+  'mailroom: lease: must be more than 0 and at most 1 day, got 00:00:00', 'zero lease');
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('w', 10, '25 hours')$$, '22023',
+  'mailroom: lease: must be more than 0 and at most 1 day, got 25:00:00', 'lease over a day');
+SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('', 10)$$, '22023',
+  'mailroom: worker: must be 1 to 200 characters', 'empty worker name');
+SELECT is((SELECT count(*) FROM mailroom.attempts), (SELECT n FROM before_errors), 'refused claims wrote nothing');
+SELECT is((SELECT count(*)::int FROM mailroom.messages WHERE status = 'paused'), 1, 'and changed no message');
+
+SET LOCAL ROLE mailroom_runner;
+SELECT lives_ok($$SELECT * FROM mailroom.claim_batch('as-runner', 1)$$, 'the runner role can claim');
+SELECT throws_ok($$UPDATE mailroom.messages SET status = 'sent'$$, '42501', 'permission denied for table messages',
+  'the runner role cannot write the table directly');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,127 @@
+-- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
+BEGIN;
+SELECT plan(37);
+SET LOCAL client_min_messages = warning;
+TRUNCATE mailroom.messages CASCADE;
+TRUNCATE mailroom.suppressions;
+UPDATE mailroom.settings SET value = '10 seconds' WHERE key = 'retry_backoff_base';
+
+SELECT has_function('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'], 'mark_outcomes exists');
+SELECT has_function('mailroom', 'mark_outcome',
+  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'mark_outcome exists');
+SELECT is_definer('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'], 'mark_outcomes is SECURITY DEFINER');
+SELECT is_definer('mailroom', 'mark_outcome',
+  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'mark_outcome is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+  'mailroom_runner', ARRAY['EXECUTE'], 'runners may report outcomes');
+SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+  'mailroom_app', ARRAY[]::text[], 'apps may not report outcomes');
+
+SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_max_attempts => 2,
+                        p_on_ambiguous => CASE WHEN k = 'amb-review' THEN 'review' ELSE 'retry' END,
+                        p_now => '2030-01-01 00:00Z')
+FROM unnest(ARRAY['ok', 'soft', 'hard', 'bounce', 'amb-retry', 'amb-review']) AS k;
+SELECT mailroom.enqueue('bounce@EXAMPLE.com', 'Other', 'B', p_delivery_key => 'bounce-later', p_send_at => '2030-02-01Z',
+                        p_now => '2030-01-01 00:00Z');
+CREATE TEMP TABLE c AS SELECT * FROM mailroom.claim_batch('w1', 6, '5 minutes', NULL, '2030-01-01 00:01Z');
+
+SELECT is(mailroom.mark_outcomes(
+  (SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token) || CASE delivery_key
+     WHEN 'ok'         THEN '{"outcome": "sent", "smtp_code": 250, "detail": "2.0.0 queued as A1", "provider_id": "A1"}'
+     WHEN 'soft'       THEN '{"outcome": "retry", "smtp_code": 451, "smtp_enhanced": "4.7.1", "detail": "try later"}'
+     WHEN 'hard'       THEN '{"outcome": "failed", "smtp_code": 554, "smtp_enhanced": "5.7.1", "detail": "rejected"}'
+     WHEN 'bounce'     THEN '{"outcome": "failed", "smtp_code": 550, "smtp_enhanced": "5.1.1", "detail": "no such user"}'
+     ELSE '{"outcome": "ambiguous", "detail": "timeout after DATA"}' END::jsonb)
+   FROM c)::jsonb, '2030-01-01 00:02Z'), 6, 'six outcomes applied in one call');
+
+SELECT results_eq($$SELECT status, sent_at, lease_token FROM mailroom.messages WHERE delivery_key = 'ok'$$,
+  $$VALUES ('sent'::text, '2030-01-01 00:02Z'::timestamptz, NULL::uuid)$$, 'sent: sent_at set, lease cleared');
+SELECT results_eq($$SELECT status, status_reason, last_error FROM mailroom.messages WHERE delivery_key = 'soft'$$,
+  $$VALUES ('queued'::text, 'retry'::text, '451 4.7.1 try later'::text)$$, 'retry: back to queued with the SMTP reply');
+SELECT ok((SELECT run_at BETWEEN '2030-01-01 00:02:05Z' AND '2030-01-01 00:02:10Z' FROM mailroom.messages WHERE delivery_key = 'soft'),
+  'retry: run_at pushed back by the jittered base delay (5 to 10 s after 1 attempt)');
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'hard'$$,
+  $$VALUES ('failed'::text, 'permanent failure'::text)$$, 'failed: permanent');
+SELECT results_eq($$SELECT reason, address FROM mailroom.suppressions$$,
+  $$VALUES ('hard_bounce'::text, 'bounce@example.com'::text)$$, 'a 5.1.x failure suppresses the address (and only that one)');
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'bounce-later'$$,
+  $$VALUES ('cancelled'::text, 'suppressed'::text)$$, 'other queued mail to a hard-bounced address is cancelled');
+SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-retry'), 'queued', 'ambiguous + retry policy: queued again');
+SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-review'), 'review', 'ambiguous + review policy: held for review');
+SELECT results_eq(
+  $$SELECT m.delivery_key, a.reported, a.outcome, a.smtp_code::int, a.smtp_enhanced, a.provider_id, a.finished_at
+    FROM mailroom.attempts a JOIN mailroom.messages m ON m.id = a.message_id
+    WHERE m.delivery_key IN ('ok', 'bounce') ORDER BY m.delivery_key$$,
+  $$VALUES ('bounce'::text, 'failed'::text, 'failed'::text, 550, '5.1.1'::text, NULL::text, '2030-01-01 00:02Z'::timestamptz),
+           ('ok', 'sent', 'sent', 250, NULL, 'A1', '2030-01-01 00:02Z')$$,
+  'the ledger records code, enhanced code and provider id');
+
+-- Retry until attempts are spent.
+CREATE TEMP TABLE c2 AS SELECT * FROM mailroom.claim_batch('w1', 10, '5 minutes', NULL, '2030-01-01 01:00Z');
+SELECT results_eq($$SELECT delivery_key, attempt FROM c2 ORDER BY delivery_key$$,
+  $$VALUES ('amb-retry'::text, 2), ('soft', 2)$$, 'retried mail is claimed again once due');
+SELECT ok(mailroom.mark_outcome(id, lease_token, 'retry', 'still busy', 421, '4.4.2', NULL, '2030-01-01 01:01Z'),
+  'mark_outcome applies one outcome') FROM c2 WHERE delivery_key = 'soft';
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'soft'$$,
+  $$VALUES ('failed'::text, 'attempts exhausted'::text)$$, 'a retry on the last attempt fails the message');
+
+-- A stale token changes nothing but the ledger.
+SELECT is(mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', gen_random_uuid(), 'outcome', 'sent')),
+  '2030-01-01 01:02Z'), 0, 'an unknown token applies nothing') FROM c2 WHERE delivery_key = 'amb-retry';
+SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-retry'), 'sending', 'the live claim is untouched');
+
+-- A late "sent" under a lost lease settles a review row; a repeat is a no-op.
+SELECT is(mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')),
+  '2030-01-01 01:03Z'), 0, 'a late outcome is not counted as applied') FROM c WHERE delivery_key = 'amb-review';
+SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-review'), 'review',
+  'a review row whose attempt already reported stays in review');
+UPDATE mailroom.messages SET status = 'review', lease_token = NULL, leased_until = NULL, status_reason = 'lease expired'
+WHERE delivery_key = 'amb-retry';
+UPDATE mailroom.attempts SET outcome = 'expired', finished_at = '2030-01-01 01:05Z'
+WHERE lease_token = (SELECT lease_token FROM c2 LIMIT 1) AND message_id = (SELECT id FROM c2 WHERE delivery_key = 'amb-retry');
+SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 01:06Z')
+FROM c2 WHERE delivery_key = 'amb-retry';
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'amb-retry'$$,
+  $$VALUES ('sent'::text, 'late outcome'::text)$$, 'a late sent for an expired attempt settles a review row as sent');
+SELECT results_eq($$SELECT reported, outcome FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
+                    WHERE c2.delivery_key = 'amb-retry'$$,
+  $$VALUES ('sent'::text, 'stale'::text)$$, 'the ledger shows the late report as stale');
+
+-- A second successful send of the same key is recorded and flagged.
+UPDATE mailroom.messages SET status = 'queued', sent_at = NULL, run_at = '2030-01-01Z' WHERE delivery_key = 'ok';
+CREATE TEMP TABLE c3 AS SELECT * FROM mailroom.claim_batch('w2', 1, '5 minutes', NULL, '2030-01-01 02:00Z');
+SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:01Z') FROM c3;
+SELECT results_eq($$SELECT count(*)::int, count(*) FILTER (WHERE duplicate)::int FROM mailroom.attempts a
+                    JOIN mailroom.messages m ON m.id = a.message_id WHERE m.delivery_key = 'ok' AND a.reported = 'sent'$$,
+  $$VALUES (2, 1)$$, 'two successful attempts of one key: the second is flagged duplicate');
+
+-- Bad input: refused whole, nothing written.
+CREATE TEMP TABLE before_errors AS SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL) AS reported,
+  (SELECT string_agg(status, ',' ORDER BY id) FROM mailroom.messages) AS statuses;
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('{"id": 1}')$$, '22023',
+  'mailroom: results: must be a JSON array of outcome objects', 'not an array');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[42]')$$, '22023', 'mailroom: results[0]: must be an object', 'element not an object');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].id: missing', 'missing id');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": "7", "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].id: must be a positive integer', 'id of the wrong type');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].token: missing', 'missing token');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": 5, "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].token: must be a UUID string', 'token of the wrong type');
+SELECT throws_ok(format($$SELECT mailroom.mark_outcomes('[%s, {"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "delivered"}]')$$,
+    jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent'))::text, '22023',
+  'mailroom: results[1].outcome: unknown outcome "delivered" (expected sent, retry, failed or ambiguous)',
+  'unknown outcome word; the valid element before it is not applied either') FROM c3;
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_code": "550"}]')$$, '22023',
+  'mailroom: results[0].smtp_code: must be a number from 200 to 599', 'smtp_code of the wrong type');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed"}]')$$, '22023',
+  'mailroom: results: id 1 appears more than once', 'the same id twice');
+SELECT throws_ok($$SELECT mailroom.mark_outcome(1, gen_random_uuid(), 'bounced')$$, '22023',
+  'mailroom: outcome: unknown outcome "bounced" (expected sent, retry, failed or ambiguous)', 'mark_outcome: unknown word');
+SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL),
+                           (SELECT string_agg(status, ',' ORDER BY id) FROM mailroom.messages)$$,
+  $$SELECT reported, statuses FROM before_errors$$, 'refused calls changed no message and no ledger row');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -69,6 +69,15 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
+def _pid_reused(pid_file: Path) -> bool:
+    try:
+        pid = int(pid_file.read_text().splitlines()[0])
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return False  # no such process: PostgreSQL handles this itself
+    return comm not in ("postgres", "postmaster")
+
+
 @dataclass
 class Cluster:
     root: Path
@@ -231,11 +240,13 @@ class Cluster:
             f.write("include_if_exists = 'mailroom.port.conf'\n")
 
     def _start(self, log) -> None:
-        # A crash leaves postmaster.pid behind; pg_ctl status has just said no
-        # server owns it, so it is stale.
+        # A crash leaves postmaster.pid behind. PostgreSQL itself takes over a
+        # pid file whose process is gone (and checks that no old backend still
+        # holds shared memory), but refuses when the pid was reused by another
+        # program: only then is the file removed here.
         stale = self.data_dir / "postmaster.pid"
-        if stale.exists():
-            log("mailroom: removing a stale postmaster.pid")
+        if stale.exists() and _pid_reused(stale):
+            log("mailroom: removing a stale postmaster.pid (its pid now belongs to another program)")
             stale.unlink()
         port_conf = self.data_dir / "mailroom.port.conf"
         port = None

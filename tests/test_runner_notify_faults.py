@@ -1,0 +1,115 @@
+"""Waking on NOTIFY, and surviving the loss of the database connection."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from mailroom.sink import Sink, free_port
+from tests.runnerkit import RunnerProcess, connect, enqueue, settled, statuses, wait_for
+
+
+def _listening(conn) -> bool:
+    return conn.execute(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name LIKE 'mailroom-run%%' AND query ILIKE 'LISTEN%%'").fetchone()["n"] > 0
+
+
+def test_notify_wakes_an_idle_runner_within_two_seconds(db_url, conn):
+    port = free_port()
+    with Sink(keep=True) as sink, RunnerProcess(
+        db_url, sink.url(), "--poll-interval", "30", "--metrics-port", str(port)
+    ) as r:
+        wait_for(lambda: _listening(conn), timeout=15, what="the runner to LISTEN")
+        time.sleep(0.5)  # let its first (empty) claim pass: it now waits up to 30 s
+        t0 = time.monotonic()
+        enqueue(conn, "wake@example.com", subject="wake up", body_text="b")
+        wait_for(lambda: sink.stats()["received"] == 1, timeout=5, interval=0.01, what="delivery")
+        elapsed = time.monotonic() - t0
+        wait_for(lambda: settled(conn, 1), timeout=5, what="the outcome written")
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert r.stop() == 0, r.log()
+    assert elapsed < 2.0, f"took {elapsed:.2f}s"
+    assert 'mailroom_mails_total{outcome="sent",sender="default"} 1.0' in metrics
+    assert "mailroom_claim_seconds_bucket" in metrics and "mailroom_send_seconds_bucket" in metrics
+    assert "mailroom_in_flight 0.0" in metrics
+
+
+def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn, server_url):
+    total = 600
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b', p_delivery_key => 'drain-' || i)) FROM generate_series(1, %s) AS i", [total])
+    killer = connect(db_url)
+    with Sink(delay=0.005) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "4", "--batch", "25", "--lease", "5", "--poll-interval", "0.5"
+    ) as r:
+        kill = ("SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name LIKE 'mailroom-run%%'")
+        kills = 0
+        for mark in (100, 200):
+            wait_for(lambda: sink.stats()["received"] >= mark, timeout=30, what=f"{mark} delivered")
+            kills += killer.execute(kill).fetchone()["n"]
+        # Then the database stays unreachable for a while: outcomes wait in memory.
+        wait_for(lambda: sink.stats()["received"] >= 300, timeout=30, what="300 delivered")
+        database = killer.execute("SELECT current_database() AS d").fetchone()["d"]
+        with connect(server_url) as admin:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+            kills += killer.execute(kill).fetchone()["n"]
+            time.sleep(2.5)
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        wait_for(lambda: settled(conn, total), timeout=60, interval=0.2, what="everything sent")
+        assert r.proc.poll() is None, "the runner must survive"
+        assert r.stop() == 0, r.log()
+        log = r.log()
+        stats = sink.stats()
+    killer.close()
+    assert kills >= 3
+    assert statuses(conn) == {"sent": total}
+    assert stats["unique_message_ids"] == total
+    assert stats["duplicates"] == 0
+    # One line per state change, no line per failed retry.
+    assert log.count("db.down") == log.count("db.up") >= 1, log
+    assert "pending_outcomes=" in log  # outcomes waited in memory, then were written
+    assert log.count("listen.down") == 3, log  # one per kill, none per failed reconnect
+
+
+def test_smtp_server_down_then_up_is_one_state_change_and_nothing_is_lost(db_url, conn):
+    conn.execute("SELECT mailroom.set_setting('retry_backoff_base', '100 milliseconds')")
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, 30) AS i")
+    port = free_port()
+    with RunnerProcess(db_url, f"smtp://127.0.0.1:{port}?timeout=2", "--concurrency", "4",
+                       "--poll-interval", "0.2") as r:
+        wait_for(lambda: "smtp.down" in r.log(), timeout=15, what="the runner to notice")
+        time.sleep(1.5)  # it probes with backoff meanwhile, without claiming
+        with Sink(port=port) as sink:
+            wait_for(lambda: settled(conn, 30), timeout=30, interval=0.1, what="everything sent")
+            assert r.stop() == 0, r.log()
+            received = sink.stats()["received"]
+        log = r.log()
+    assert statuses(conn) == {"sent": 30} and received == 30
+    assert log.count("smtp.down") == 1 and log.count("smtp.up") == 1, log
+    retries = conn.execute("SELECT count(*) AS n FROM mailroom.attempts WHERE outcome = 'retry'").fetchone()["n"]
+    assert retries <= 4  # at most the sends in flight when it went down; the rest were handed back
+
+
+def test_a_slow_server_gets_its_lease_extended_not_reclaimed(db_url, conn):
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('slow%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, 4) AS i")
+    with Sink(delay=0.8) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "2"
+    ) as r:
+        reclaimed = 0
+        while not settled(conn, 4):  # another runner (or pg_cron) reclaiming all the while
+            reclaimed += conn.execute("SELECT mailroom.reclaim() AS n").fetchone()["n"]
+            time.sleep(0.1)
+        assert r.stop() == 0, r.log()
+        stats = sink.stats()
+    assert reclaimed == 0
+    assert statuses(conn) == {"sent": 4}
+    assert stats["received"] == 4 and stats["duplicates"] == 0
+    outcomes = [r["outcome"] for r in conn.execute("SELECT outcome FROM mailroom.attempts")]
+    assert outcomes == ["sent"] * 4

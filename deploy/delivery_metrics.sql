@@ -59,7 +59,13 @@ BEGIN
       -- Ledger rows that may matter: claimed in the window, or up to a day
       -- (the longest lease) before it and finished inside it.
       SELECT m.sender, %1$s AS time_zone, true AS is_attempt,
-             a.claimed_at, a.finished_at, a.reported, a.outcome, a.duplicate, a.attempt,
+             a.claimed_at, a.finished_at, a.reported, a.outcome, a.duplicate,
+             -- Tries it took: the message's claims up to this successful one
+             -- (counted, since an operator retry restarts attempt numbers).
+             CASE WHEN a.reported = 'sent' AND NOT a.duplicate THEN
+               (SELECT count(*) FROM mailroom.attempts p
+                WHERE p.message_id = a.message_id AND p.id <= a.id AND p.outcome IS DISTINCT FROM 'released')
+             END AS tries,
              NULL::timestamptz AS run_at
       FROM mailroom.attempts a
       JOIN mailroom.messages m ON m.id = a.message_id
@@ -91,7 +97,7 @@ BEGIN
                                  FILTER (WHERE x.in_finished AND x.reported = 'sent')),
            $2 - min(x.run_at),
            count(*) FILTER (WHERE x.in_finished AND x.outcome IN ('expired', 'stale')),
-           round(avg(x.attempt) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate), 2),
+           round(avg(x.tries) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate), 2),
            count(*) FILTER (WHERE x.in_finished AND x.duplicate)
     FROM marked x
     GROUP BY GROUPING SETS ((x.sender), (x.time_zone), ())

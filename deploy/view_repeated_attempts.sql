@@ -4,25 +4,40 @@
 
 BEGIN;
 
+-- Counted from the ledger per message first (an operator retry restarts a
+-- message's attempt numbers, so the rows are counted, not the numbers).
 CREATE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
+WITH per_message AS (
+  SELECT a.message_id,
+         count(*) AS attempts,
+         count(*) FILTER (WHERE a.outcome IN ('retry', 'failed', 'ambiguous', 'expired', 'stale')) AS unsuccessful,
+         count(*) FILTER (WHERE a.reported = 'sent') AS successful,
+         count(*) FILTER (WHERE a.duplicate) AS duplicates,
+         max(a.claimed_at) AS last_claimed_at,
+         (array_agg(a.outcome ORDER BY a.claimed_at DESC, a.id DESC))[1] AS last_outcome,
+         (array_agg(concat_ws(' ', a.smtp_code, a.smtp_enhanced, a.smtp_text) ORDER BY a.claimed_at DESC, a.id DESC)
+            FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL))[1] AS last_smtp_reply,
+         max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
+  FROM mailroom.attempts a
+  WHERE a.outcome IS DISTINCT FROM 'released'
+  GROUP BY a.message_id
+)
 SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS recipient,
        max(m.recipient_id) AS recipient_id,
-       count(DISTINCT a.message_id) AS messages,
-       count(DISTINCT a.message_id) FILTER (WHERE m.attempts > 1 OR a.attempt > 1) AS repeated_messages,
-       count(*) AS attempts,
-       max(a.attempt) AS most_attempts,
-       count(*) FILTER (WHERE a.outcome IN ('retry', 'failed', 'ambiguous', 'expired', 'stale')) AS unsuccessful,
-       count(*) FILTER (WHERE a.reported = 'sent') AS successful,
-       count(*) FILTER (WHERE a.duplicate) AS duplicates,
-       max(a.claimed_at) AS last_claimed_at,
-       (array_agg(a.outcome ORDER BY a.claimed_at DESC, a.id DESC))[1] AS last_outcome,
-       (array_agg(concat_ws(' ', a.smtp_code, a.smtp_enhanced, a.smtp_text) ORDER BY a.claimed_at DESC, a.id DESC)
-          FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL))[1] AS last_smtp_reply
-FROM mailroom.attempts a
-JOIN mailroom.messages m ON m.id = a.message_id
-WHERE a.outcome IS DISTINCT FROM 'released'
+       count(*) AS messages,
+       count(*) FILTER (WHERE p.attempts > 1) AS repeated_messages,
+       sum(p.attempts)::bigint AS attempts,
+       max(p.attempts)::integer AS most_attempts,
+       sum(p.unsuccessful)::bigint AS unsuccessful,
+       sum(p.successful)::bigint AS successful,
+       sum(p.duplicates)::bigint AS duplicates,
+       max(p.last_claimed_at) AS last_claimed_at,
+       (array_agg(p.last_outcome ORDER BY p.last_claimed_at DESC))[1] AS last_outcome,
+       (array_agg(p.last_smtp_reply ORDER BY p.last_smtp_at DESC) FILTER (WHERE p.last_smtp_reply IS NOT NULL))[1] AS last_smtp_reply
+FROM per_message p
+JOIN mailroom.messages m ON m.id = p.message_id
 GROUP BY substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain
-HAVING count(*) > count(DISTINCT a.message_id);
+HAVING max(p.attempts) > 1;
 ALTER VIEW mailroom.repeated_attempts OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.repeated_attempts FROM PUBLIC;
 GRANT SELECT ON mailroom.repeated_attempts TO mailroom_operator;

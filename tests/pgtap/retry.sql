@@ -1,6 +1,6 @@
 -- Tests for mailroom:retry (retry and retry_campaign)
 BEGIN;
-SELECT plan(24);
+SELECT plan(25);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -43,6 +43,8 @@ SELECT results_eq(
   'retried mail is due now with its attempts reset');
 SELECT is((SELECT count(*)::int FROM mailroom.claim_batch('w', 10, '1 minute', NULL, '2030-01-01 01:00Z')), 3,
   'runners claim it again (with the mail that was waiting)');
+SELECT is((SELECT most_attempts FROM mailroom.repeated_attempts WHERE recipient = 'fail@example.com'), 2,
+  'the ledger still counts both claims although the retry restarted the attempt numbers');
 
 -- By campaign: fail them again first.
 SELECT mailroom.mark_outcomes(jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'failed')), '2030-01-01 01:01Z')

@@ -27,9 +27,9 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_tz_column text;
-  v_tz_join   text := '';
-  v_tz_expr   text := 'NULL::text';
+  v_tz_join    text := '';
+  v_tz_expr    text := 'NULL::text';
+  v_tz_sources text[] := '{}';
 BEGIN
   IF p_window IS NULL OR p_window <= interval '0' OR p_window > interval '366 days' THEN
     RAISE EXCEPTION 'mailroom: window: must be more than 0 and at most 366 days, got %', coalesce(p_window::text, 'NULL')
@@ -39,19 +39,21 @@ BEGIN
     RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
   END IF;
 
-  -- The recipient's time zone lives on the schedule that made the mail. The
-  -- schedules table is another change and may not be deployed: look for it at
-  -- run time and fall back to an unknown (NULL) zone.
-  SELECT a.attname INTO v_tz_column
-  FROM pg_catalog.pg_attribute a
-  WHERE a.attrelid = to_regclass('mailroom.schedules')
-    AND a.attname IN ('time_zone', 'timezone', 'tz', 'zone')
-    AND NOT a.attisdropped
-  ORDER BY array_position(ARRAY['time_zone', 'timezone', 'tz', 'zone']::name[], a.attname)
-  LIMIT 1;
-  IF v_tz_column IS NOT NULL THEN
+  -- The recipient's time zone: the message's own recipient_zone where the
+  -- campaigns change added it, else the zone of the schedule that made the
+  -- mail. Both come from other changes that may not be deployed: look for
+  -- them at run time; without either the zone is unknown (NULL).
+  IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = 'mailroom.messages'::regclass AND a.attname = 'recipient_zone' AND NOT a.attisdropped) THEN
+    v_tz_sources := array_append(v_tz_sources, 'm.recipient_zone::text');
+  END IF;
+  IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = to_regclass('mailroom.schedules') AND a.attname = 'time_zone' AND NOT a.attisdropped) THEN
     v_tz_join := 'LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id';
-    v_tz_expr := format('sc.%I::text', v_tz_column);
+    v_tz_sources := array_append(v_tz_sources, 'sc.time_zone::text');
+  END IF;
+  IF cardinality(v_tz_sources) > 0 THEN
+    v_tz_expr := format('coalesce(%s)', array_to_string(v_tz_sources, ', '));
   END IF;
 
   RETURN QUERY EXECUTE format($q$
@@ -110,6 +112,6 @@ ALTER FUNCTION mailroom.delivery_metrics(interval, timestamptz) OWNER TO mailroo
 REVOKE ALL ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) IS
-  'Delivery health over (p_now - p_window, p_now], one row per sender (split = sender), per recipient time zone (split = time_zone; NULL = unknown, i.e. not from a schedule) and a total: attempts claimed, first deliveries, failures, claim-to-send latency p50/p95, oldest overdue age (now), expired leases, average attempts per delivery, duplicate sends.';
+  'Delivery health over (p_now - p_window, p_now], one row per sender (split = sender), per recipient time zone (split = time_zone: messages.recipient_zone, else the schedule''s zone; NULL = unknown) and a total: attempts claimed, first deliveries, failures, claim-to-send latency p50/p95, oldest overdue age (now), expired leases, average attempts per delivery, duplicate sends.';
 
 COMMIT;

@@ -50,10 +50,14 @@ SELECT results_eq(
            ('total', NULL, 6, 3, 1, interval '7 seconds', interval '358.5 seconds', interval '30 minutes', 1, 1.67, 1)$$,
   'per sender and in total: attempts, deliveries, failures, latency percentiles, overdue age, expired leases, attempts per delivery, duplicates');
 
--- Recipient time zones come from the schedule that made the mail.
+-- Recipient time zones: messages.recipient_zone (from the campaigns change)
+-- or the zone of the schedule that made the mail. Where neither change is
+-- deployed, a stand-in schedules table shows the lookup.
 DO $$
 BEGIN
-  IF to_regclass('mailroom.schedules') IS NULL THEN
+  IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'mailroom.messages'::regclass AND attname = 'recipient_zone') THEN
+    EXECUTE $u$UPDATE mailroom.messages SET recipient_zone = 'Europe/Berlin' WHERE delivery_key IN ('a1', 'b3')$u$;
+  ELSIF to_regclass('mailroom.schedules') IS NULL THEN
     CREATE TABLE mailroom.schedules (id bigint PRIMARY KEY, time_zone text NOT NULL);
     ALTER TABLE mailroom.schedules OWNER TO mailroom_owner;
     INSERT INTO mailroom.schedules VALUES (1, 'Europe/Berlin');
@@ -61,13 +65,11 @@ BEGIN
   END IF;
 END
 $$;
-SELECT CASE WHEN (SELECT count(*) FROM mailroom.schedules) = 1 AND (SELECT count(*) FROM mailroom.messages WHERE schedule_id = 1) = 2
-  THEN results_eq(
-    $$SELECT time_zone, deliveries, oldest_overdue FROM mailroom.delivery_metrics('1 hour', '2030-01-01 01:00Z')
-      WHERE split = 'time_zone'$$,
-    $$VALUES ('Europe/Berlin'::text, 1::bigint, interval '30 minutes'), (NULL, 2, NULL)$$,
-    'split by the recipient''s time zone (NULL: not from a schedule)')
-  ELSE skip('the deployed schedules table is tested by its own change', 1) END;
+SELECT results_eq(
+  $$SELECT time_zone, deliveries, oldest_overdue FROM mailroom.delivery_metrics('1 hour', '2030-01-01 01:00Z')
+    WHERE split = 'time_zone'$$,
+  $$VALUES ('Europe/Berlin'::text, 1::bigint, interval '30 minutes'), (NULL, 2, NULL)$$,
+  'split by the recipient''s time zone (NULL: unknown)');
 
 SELECT is((SELECT deliveries FROM mailroom.delivery_metrics('10 minutes', '2030-01-01 01:00Z') WHERE split = 'total'), 0::bigint,
   'a shorter window sees none of it');

@@ -77,7 +77,12 @@ def scenario(conn) -> dict[str, int]:
                      for c in claimed if c["delivery_key"] in outcome]),),
     )
     conn.execute("SELECT mailroom.reclaim()")  # careful-2's lease ran out: review
-    conn.execute("UPDATE mailroom.messages SET campaign_id = 7 WHERE delivery_key LIKE 'news%%' OR delivery_key = 'failed-1'")
+    if conn.execute("SELECT to_regclass('mailroom.campaigns') IS NOT NULL AS present").fetchone()["present"]:
+        conn.execute("SELECT mailroom.upsert_template('cli-test', 'S', 'B')")
+        conn.execute("INSERT INTO mailroom.campaigns (id, name, template_key, send_at) OVERRIDING SYSTEM VALUE"
+                     " VALUES (7, 'cli-test', 'cli-test', now())")
+    conn.execute("UPDATE mailroom.messages SET campaign_id = 7, recipient_id = delivery_key"
+                 " WHERE delivery_key LIKE 'news%%' OR delivery_key = 'failed-1'")
     return {r["delivery_key"]: r["id"] for r in conn.execute("SELECT delivery_key, id FROM mailroom.messages")}
 
 

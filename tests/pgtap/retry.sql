@@ -1,6 +1,6 @@
 -- Tests for mailroom:retry (retry and retry_campaign)
 BEGIN;
-SELECT plan(25);
+SELECT plan(26);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -26,7 +26,17 @@ SELECT mailroom.mark_outcomes(jsonb_agg(jsonb_build_object('id', id, 'token', le
          WHEN 'rev' THEN '{"outcome": "ambiguous"}'
          WHEN 'bounce' THEN '{"outcome": "failed", "smtp_code": 550, "smtp_enhanced": "5.1.1"}'
          ELSE '{"outcome": "sent"}' END::jsonb), '2030-01-01 00:02Z') FROM c;
-UPDATE mailroom.messages SET campaign_id = 7;
+-- Campaign 7 (a real row where the campaigns change is deployed).
+DO $$
+BEGIN
+  IF to_regclass('mailroom.campaigns') IS NOT NULL THEN
+    PERFORM mailroom.upsert_template('retry-test', 'S', 'B');
+    EXECUTE $i$INSERT INTO mailroom.campaigns (id, name, template_key, send_at) OVERRIDING SYSTEM VALUE
+               VALUES (7, 'retry-test', 'retry-test', '2030-01-01Z')$i$;
+  END IF;
+END
+$$;
+UPDATE mailroom.messages SET campaign_id = 7, recipient_id = delivery_key;
 CREATE TEMP TABLE ids AS SELECT delivery_key AS k, id FROM mailroom.messages;
 
 SELECT results_eq(
@@ -75,6 +85,28 @@ RESET ROLE;
 SET LOCAL ROLE mailroom_runner;
 SELECT throws_ok($$SELECT mailroom.retry_campaign(7)$$, '42501', 'permission denied for function retry_campaign', 'runners get 42501');
 RESET ROLE;
+
+-- Where campaigns are deployed, retried mail of a paused campaign must stay
+-- held (message_guard's trigger), whichever way it goes back to the queue.
+CREATE TEMP TABLE guard_result (k text, status text);
+DO $$
+BEGIN
+  IF to_regclass('mailroom.campaigns') IS NOT NULL THEN
+    PERFORM mailroom.upsert_template('guard-test', 'S', 'B');
+    EXECUTE $i$INSERT INTO mailroom.campaigns (id, name, template_key, send_at, status) OVERRIDING SYSTEM VALUE
+               VALUES (9, 'guard-test', 'guard-test', '2030-01-01Z', 'paused')$i$;
+    INSERT INTO mailroom.messages (delivery_key, status, to_address, template_key, campaign_id, recipient_id, attempts)
+    VALUES ('g-failed', 'failed', 'gf@example.com', 'guard-test', 9, 'gf', 5),
+           ('g-review', 'review', 'gr@example.com', 'guard-test', 9, 'gr', 1);
+    PERFORM mailroom.retry_campaign(9);
+    INSERT INTO guard_result SELECT delivery_key, status FROM mailroom.messages WHERE campaign_id = 9;
+  END IF;
+END
+$$;
+SELECT CASE WHEN to_regclass('mailroom.campaigns') IS NULL THEN skip('campaigns are not deployed here', 1)
+  ELSE results_eq($$SELECT k, status FROM guard_result ORDER BY k$$,
+                  $$VALUES ('g-failed'::text, 'paused'::text), ('g-review', 'paused')$$,
+                  'retried mail of a paused campaign stays held') END;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -27,15 +27,16 @@ RETURNS TABLE (
   state            text,
   xact_start       timestamptz,
   age              interval,
-  query            text
+  prepared_gid     text
 )
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
+  -- No query text: operators see who holds a transaction, not what it reads.
   SELECT CASE WHEN a.query = '<insufficient privilege>' THEN 'hidden' ELSE 'transaction' END,
          a.pid, a.usename, a.application_name, a.client_addr, a.state, a.xact_start,
-         p_now - a.xact_start, left(a.query, 200)
+         p_now - a.xact_start, NULL::text
   FROM pg_catalog.pg_stat_activity a
   WHERE a.datname = current_database()
     AND a.backend_type NOT LIKE 'autovacuum%'
@@ -50,7 +51,7 @@ ALTER FUNCTION mailroom.open_transactions(timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.open_transactions(timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.open_transactions(timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.open_transactions(timestamptz) IS
-  'Open transactions in this database, oldest first: kind transaction (pid to pg_terminate_backend), prepared (gid to ROLLBACK PREPARED) or hidden (another role''s session this database cannot see: grant pg_read_all_stats to mailroom_owner).';
+  'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text.';
 
 CREATE VIEW mailroom.queue_stats WITH (security_barrier) AS
 WITH cfg AS (
@@ -78,7 +79,8 @@ warnings AS (
          'long_transaction',
          format('%s transaction(s) open longer than lease_warning_after (%s), the oldest for %s (%s): vacuum cannot remove dead queue rows behind it and the queue bloats; end it (see mailroom.open_transactions())',
                 count(*), (SELECT warn_after FROM cfg), date_trunc('second', max(t.age)),
-                (array_agg(coalesce('pid ' || t.pid, 'prepared ' || t.query) || coalesce(' ' || t.usename, '')
+                (array_agg(coalesce('pid ' || t.pid, 'prepared ' || t.prepared_gid) || coalesce(' ' || t.usename, '')
+                           || coalesce(' ' || nullif(t.application_name, ''), '') || coalesce(' ' || t.state, '')
                            ORDER BY t.age DESC))[1])
   FROM tx t
   WHERE t.kind IN ('transaction', 'prepared') AND t.age > (SELECT warn_after FROM cfg)

@@ -8,8 +8,11 @@ BEGIN;
 -- one successful send after an attempt that ended unproven (its lease expired
 -- with no report, or the runner reported a timeout after DATA) - the ledger
 -- cannot know whether that earlier attempt reached the recipient, so it says
--- so instead of guessing. Only messages with a successful send are looked at
--- (the partial index attempts_successful_idx finds them).
+-- so instead of guessing. Both kinds are rare, and this partial index finds
+-- their candidates without reading the rest of the ledger.
+CREATE INDEX attempts_doubtful_idx ON mailroom.attempts (message_id)
+  WHERE duplicate OR reported = 'ambiguous' OR (reported IS NULL AND outcome = 'expired');
+
 CREATE VIEW mailroom.duplicate_deliveries WITH (security_barrier) AS
 SELECT a.delivery_key,
        a.message_id,
@@ -26,11 +29,13 @@ SELECT a.delivery_key,
        array_agg(coalesce(a.reported, '-') || '/' || coalesce(a.outcome, 'in flight') ORDER BY a.claimed_at, a.id) AS reports
 FROM mailroom.attempts a
 JOIN mailroom.messages m ON m.id = a.message_id
-WHERE a.message_id IN (SELECT s.message_id FROM mailroom.attempts s WHERE s.reported = 'sent')
+WHERE a.message_id IN (SELECT d.message_id FROM mailroom.attempts d
+                       WHERE d.duplicate OR d.reported = 'ambiguous' OR (d.reported IS NULL AND d.outcome = 'expired'))
   AND a.outcome IS DISTINCT FROM 'released'
 GROUP BY a.delivery_key, a.message_id, m.sender, m.to_address, m.status
 HAVING count(*) FILTER (WHERE a.reported = 'sent') > 1
-    OR count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) > 0;
+    OR (count(*) FILTER (WHERE a.reported = 'sent') = 1
+        AND count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) > 0);
 ALTER VIEW mailroom.duplicate_deliveries OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.duplicate_deliveries FROM PUBLIC;
 GRANT SELECT ON mailroom.duplicate_deliveries TO mailroom_operator;

@@ -5,10 +5,14 @@
 BEGIN;
 
 -- Counted from the ledger per message first (an operator retry restarts a
--- message's attempt numbers, so the rows are counted, not the numbers).
+-- message's attempt numbers, so the rows are counted, not the numbers). The
+-- recipient is a grouping column at both levels, so a query for one
+-- recipient reaches the messages scan instead of aggregating the whole ledger.
 CREATE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
 WITH per_message AS (
-  SELECT a.message_id,
+  SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS recipient,
+         m.id AS message_id,
+         m.recipient_id,
          count(*) AS attempts,
          count(*) FILTER (WHERE a.outcome IN ('retry', 'failed', 'ambiguous', 'expired', 'stale')) AS unsuccessful,
          count(*) FILTER (WHERE a.reported = 'sent') AS successful,
@@ -18,12 +22,13 @@ WITH per_message AS (
          (array_agg(concat_ws(' ', a.smtp_code, a.smtp_enhanced, a.smtp_text) ORDER BY a.claimed_at DESC, a.id DESC)
             FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL))[1] AS last_smtp_reply,
          max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
-  FROM mailroom.attempts a
+  FROM mailroom.messages m
+  JOIN mailroom.attempts a ON a.message_id = m.id
   WHERE a.outcome IS DISTINCT FROM 'released'
-  GROUP BY a.message_id
+  GROUP BY 1, m.id, m.recipient_id
 )
-SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS recipient,
-       max(m.recipient_id) AS recipient_id,
+SELECT p.recipient,
+       max(p.recipient_id) AS recipient_id,
        count(*) AS messages,
        count(*) FILTER (WHERE p.attempts > 1) AS repeated_messages,
        sum(p.attempts)::bigint AS attempts,
@@ -35,8 +40,7 @@ SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS reci
        (array_agg(p.last_outcome ORDER BY p.last_claimed_at DESC))[1] AS last_outcome,
        (array_agg(p.last_smtp_reply ORDER BY p.last_smtp_at DESC) FILTER (WHERE p.last_smtp_reply IS NOT NULL))[1] AS last_smtp_reply
 FROM per_message p
-JOIN mailroom.messages m ON m.id = p.message_id
-GROUP BY substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain
+GROUP BY p.recipient
 HAVING max(p.attempts) > 1;
 ALTER VIEW mailroom.repeated_attempts OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.repeated_attempts FROM PUBLIC;

@@ -3,5 +3,6 @@
 BEGIN;
 
 DROP VIEW mailroom.duplicate_deliveries;
+DROP INDEX mailroom.attempts_doubtful_idx;
 
 COMMIT;

@@ -7,4 +7,6 @@ SELECT delivery_key, message_id, sender, to_address, status, successful_attempts
 FROM mailroom.duplicate_deliveries WHERE false;
 SELECT 1/has_table_privilege('mailroom_operator', 'mailroom.duplicate_deliveries', 'select')::integer;
 
+SELECT 1/count(*) FROM pg_indexes WHERE schemaname = 'mailroom' AND indexname = 'attempts_doubtful_idx';
+
 ROLLBACK;

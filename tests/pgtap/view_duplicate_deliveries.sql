@@ -1,6 +1,6 @@
 -- Tests for mailroom:view_duplicate_deliveries
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -10,6 +10,7 @@ SELECT view_owner_is('mailroom', 'duplicate_deliveries', 'mailroom_owner', 'owne
 SELECT ok((SELECT 'security_barrier=true' = ANY (reloptions) FROM pg_class WHERE oid = 'mailroom.duplicate_deliveries'::regclass),
   'a security barrier view');
 SELECT table_privs_are('mailroom', 'duplicate_deliveries', 'mailroom_operator', ARRAY['SELECT'], 'operators may read it');
+SELECT has_index('mailroom', 'attempts', 'attempts_doubtful_idx', ARRAY['message_id'], 'doubtful attempts are indexed');
 
 -- twice:    runner 1 hangs past its lease, runner 2 sends, then runner 1 reports sent too.
 -- maybe:    runner 1 dies (no report), runner 2 sends: the first attempt's fate is unknown.

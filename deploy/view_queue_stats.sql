@@ -51,7 +51,7 @@ ALTER FUNCTION mailroom.open_transactions(timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.open_transactions(timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.open_transactions(timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.open_transactions(timestamptz) IS
-  'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text.';
+  'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text. p_now defaults to clock_timestamp(), not now(): ages are measured at the call, not from the start of the caller''s own transaction.';
 
 CREATE VIEW mailroom.queue_stats WITH (security_barrier) AS
 WITH cfg AS (

@@ -24,12 +24,11 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 from aiosmtpd.controller import Controller
 
 from mailroom.render import message_id
 from tests.runnerkit import FROM, RunnerProcess, wait_for
-from tests.test_operations_cli import run as cli
+from tests.operatorkit import run as cli
 
 MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(.*?)\r?$", re.I | re.M)

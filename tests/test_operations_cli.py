@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Callable, Iterator
 
 import pytest
-from click.testing import CliRunner
 
-from mailroom.cli import main
-
-
-def as_user(url: str, user: str) -> str:
-    parts = urlsplit(url)
-    host = parts.netloc.split("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+from tests.conftest import connect
+from tests.operatorkit import as_user, run
 
 
 @pytest.fixture
-def login(conn) -> Iterator[callable]:
+def login(conn) -> Iterator[Callable[[str], str]]:
     """login(group) -> a LOGIN role that is a member of group only (dropped after)."""
     made: list[str] = []
 
@@ -40,18 +33,6 @@ def login(conn) -> Iterator[callable]:
 @pytest.fixture
 def operator_dsn(db_url, login) -> str:
     return as_user(db_url, login("mailroom_operator"))
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click 8.1
-    except TypeError:
-        return CliRunner()  # click 8.2+ keeps stderr apart by default
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = _runner().invoke(main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture
@@ -117,8 +98,6 @@ def test_status_takes_the_dsn_from_the_environment(operator_dsn, scenario, monke
 
 def test_status_warns_about_a_long_open_transaction(db_url, conn, operator_dsn, scenario):
     conn.execute("UPDATE mailroom.settings SET value = '50 milliseconds' WHERE key = 'lease_warning_after'")
-    from tests.conftest import connect
-
     with connect(db_url) as idle:
         idle.autocommit = False
         idle.execute("SELECT count(*) FROM mailroom.messages")  # holds a snapshot, idle in transaction

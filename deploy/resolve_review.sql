@@ -15,7 +15,8 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_msg mailroom.messages%ROWTYPE;
+  v_msg    mailroom.messages%ROWTYPE;
+  v_status text;
 BEGIN
   IF p_id IS NULL THEN
     RAISE EXCEPTION 'mailroom: id: a message id is required' USING ERRCODE = '22023';
@@ -49,18 +50,19 @@ BEGIN
       attempts      = CASE WHEN p_decision = 'retry' THEN 0 ELSE m.attempts END,
       run_at        = CASE WHEN p_decision = 'retry' THEN p_now ELSE m.run_at END,
       updated_at    = p_now
-  WHERE m.id = p_id;
+  WHERE m.id = p_id
+  RETURNING m.status INTO v_status;  -- as written: a campaign or schedule guard may hold or cancel a retry
 
-  IF p_decision = 'retry' THEN
+  IF v_status = 'queued' THEN
     PERFORM pg_notify('mailroom', v_msg.sender);
   END IF;
-  RETURN CASE p_decision WHEN 'sent' THEN 'sent' WHEN 'retry' THEN 'queued' ELSE 'cancelled' END;
+  RETURN v_status;
 END
 $$;
 ALTER FUNCTION mailroom.resolve_review(bigint, text, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.resolve_review(bigint, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.resolve_review(bigint, text, timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.resolve_review(bigint, text, timestamptz) IS
-  'Operator decision on one mail in review: sent (the recipient has it; mark sent, never resend), retry (send again, attempts reset; may duplicate) or cancel. Returns the new status. 55000 when the mail is no longer in review.';
+  'Operator decision on one mail in review: sent (the recipient has it; mark sent, never resend), retry (send again, attempts reset; may duplicate) or cancel. Returns the new status (a retry of paused-campaign mail is held as paused). 55000 when the mail is no longer in review.';
 
 COMMIT;

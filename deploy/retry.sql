@@ -59,12 +59,14 @@ BEGIN
     WHERE m.id IN (SELECT q.id FROM requested q)
       AND m.status IN ('failed', 'review')
       AND NOT EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(m.to_address))
-    RETURNING m.id, m.sender
+    RETURNING m.id, m.sender, m.status
   )
+  -- The new status as written: a campaign or schedule guard may have held
+  -- (paused) or cancelled it instead of queueing it.
   SELECT array_agg(b.id ORDER BY b.id),
          array_agg(b.status ORDER BY b.id),
-         array_agg(CASE WHEN mv.id IS NOT NULL THEN 'queued' ELSE b.status END ORDER BY b.id),
-         array_agg(DISTINCT mv.sender) FILTER (WHERE mv.sender IS NOT NULL)
+         array_agg(coalesce(mv.status, b.status) ORDER BY b.id),
+         array_agg(DISTINCT mv.sender) FILTER (WHERE mv.status = 'queued')
   INTO v_ids, v_before, v_after, v_senders
   FROM before b LEFT JOIN moved mv ON mv.id = b.id;
 
@@ -79,7 +81,7 @@ ALTER FUNCTION mailroom.retry(bigint[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.retry(bigint[], timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.retry(bigint[], timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.retry(bigint[], timestamptz) IS
-  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0. One row per requested id: previous_status NULL = no such message; status unchanged = not retryable (another status, or the address is suppressed). Retrying review mail accepts that the recipient may get it twice.';
+  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0 (mail of a paused campaign is held as paused, of a cancelled campaign or inactive schedule cancelled). One row per requested id: previous_status NULL = no such message; status unchanged = not retryable (another status, or the address is suppressed). Retrying review mail accepts that the recipient may get it twice.';
 
 CREATE FUNCTION mailroom.retry_campaign(p_campaign_id bigint, p_now timestamptz DEFAULT now())
 RETURNS integer
@@ -106,9 +108,9 @@ BEGIN
     WHERE m.campaign_id = p_campaign_id
       AND m.status IN ('failed', 'review')
       AND NOT EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(m.to_address))
-    RETURNING m.sender
+    RETURNING m.sender, m.status
   )
-  SELECT count(*), array_agg(DISTINCT mv.sender)
+  SELECT count(*), array_agg(DISTINCT mv.sender) FILTER (WHERE mv.status = 'queued')
   INTO v_retried, v_senders
   FROM moved mv;
 
@@ -122,6 +124,6 @@ ALTER FUNCTION mailroom.retry_campaign(bigint, timestamptz) OWNER TO mailroom_ow
 REVOKE ALL ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) IS
-  'Operator: retry every failed or review mail of one campaign (attempts reset, due now), except mail to suppressed addresses. Returns how many went back to the queue.';
+  'Operator: retry every failed or review mail of one campaign (attempts reset, due now), except mail to suppressed addresses. Returns how many left failed/review (queued; held as paused while the campaign is paused).';
 
 COMMIT;

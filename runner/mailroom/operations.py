@@ -241,9 +241,9 @@ def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
                                ("smtp_text", "reply"), ("provider_id", "provider id")]) if ledger else "(no attempts)")
 
 
-def _changes(rows: list[dict[str, Any]], verb: str, new_status: str) -> None:
+def _changes(rows: list[dict[str, Any]], verb: str) -> None:
     click.echo(_table(rows, [("id", "id"), ("previous_status", "was"), ("status", "now")]))
-    changed = sum(1 for r in rows if r["status"] == new_status and r["previous_status"] != new_status)
+    changed = sum(1 for r in rows if r["previous_status"] is not None and r["status"] != r["previous_status"])
     missing = [str(r["id"]) for r in rows if r["previous_status"] is None]
     click.echo(f"{verb} {changed} of {len(rows)}" + (f"; no such message: {', '.join(missing)}" if missing else ""))
 
@@ -273,7 +273,7 @@ def retry(dsn: str | None, as_json: bool, campaign: int | None, ids: tuple[int, 
     if as_json:
         _emit_json(rows)
     else:
-        _changes(rows, "retried", "queued")
+        _changes(rows, "retried")
 
 
 @click.command("cancel")
@@ -288,7 +288,7 @@ def cancel(dsn: str | None, as_json: bool, reason: str, ids: tuple[int, ...]) ->
     if as_json:
         _emit_json(rows)
     else:
-        _changes(rows, "cancelled", "cancelled")
+        _changes(rows, "cancelled")
 
 
 @click.group("review", invoke_without_command=True)

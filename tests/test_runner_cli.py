@@ -46,12 +46,12 @@ def _run(args, env=None):
                           text=True, timeout=60, env={**os.environ, **(env or {})})
 
 
-def test_bad_configuration_exits_2_without_the_password(db_url):
+def test_bad_configuration_refused_without_the_password(db_url):
     r = _run(["--dsn", db_url, "--smtp", "smtq://user:hunter2@mail.example.com"])
     assert r.returncode == 2 and "unknown scheme" in r.stderr and "hunter2" not in r.stderr + r.stdout
     bad_dsn = "postgresql://nobody:hunter2@127.0.0.1:1/none"
     r = _run(["--dsn", bad_dsn, "--smtp", "null://"])
-    assert r.returncode == 2 and "cannot connect to the database" in r.stderr
+    assert r.returncode == 1 and "cannot connect to the database" in r.stderr
     assert "hunter2" not in r.stderr + r.stdout
     r = _run([])
     assert r.returncode == 2 and "--dsn" in r.stderr

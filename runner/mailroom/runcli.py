@@ -82,8 +82,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     SIGTERM or SIGINT: stop claiming, finish in-flight sends within --grace,
     record them and release the rest; a second signal exits at once.
 
-    Exit codes: 0 stopped cleanly, 2 bad configuration, 3 fatal database
-    error (e.g. missing privilege), 4 outcomes could not be written at shutdown.
+    Exit codes: 0 stopped cleanly, 1 the database could not be reached at
+    start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
+    4 outcomes could not be written at shutdown.
     """
     from mailroom import metrics
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name
@@ -111,9 +112,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
             sys.exit(2)
     try:
         code = runner.run()
-    except FatalError as e:
+    except FatalError as e:  # cannot reach the database at start: a supervisor may retry
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
-        sys.exit(2)
+        sys.exit(1)
     sys.exit(code)
 
 

@@ -277,11 +277,15 @@ class Runner:
         if not rows:
             return 0
         keys = sorted({r["template_key"] for r in rows if r.get("template_key")})
+        unloaded: set[str] = set()
         if keys:
             try:
                 self.renderer.load(queries.get_templates(self.pool, keys))
-            except queries.DatabaseUnavailable:
-                pass  # the cached versions serve; a missing one fails at build only if never loaded
+            except (queries.DatabaseUnavailable, queries.QueryError) as e:
+                # Cached versions serve; mail whose template was never loaded
+                # goes back to the queue rather than failing for a DB hiccup.
+                unloaded = {k for k in keys if self.renderer.cached_version(k) is None}
+                event(logging.WARNING, "templates.unavailable", error=str(e), handed_back=sorted(unloaded))
         by_token: dict[object, list[dict]] = defaultdict(list)
         for r in rows:
             by_token[r["lease_token"]].append(r)
@@ -294,7 +298,10 @@ class Runner:
                 metrics.IN_FLIGHT.set(self.pending)
             for r in trs:
                 metrics.CLAIMED.labels(r.get("sender") or "default").inc()
-                self.jobs.put(Job(r, b))
+                if r.get("template_key") in unloaded:
+                    self._hand_back(Job(r, b))
+                else:
+                    self.jobs.put(Job(r, b))
         self.totals["claimed"] += len(rows)
         return len(rows)
 

@@ -118,6 +118,7 @@ class Runner:
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.lock = threading.Lock()
+        self.flush_lock = threading.Lock()
         self.batches: dict[object, Batch] = {}
         self.outcomes: list[tuple[Job, Outcome]] = []
         self.unsent: dict[object, list[int]] = defaultdict(list)
@@ -177,7 +178,11 @@ class Runner:
             name="mailroom-run",
             reconnect_timeout=24 * 3600,
         )
-        self.pool.open(wait=True, timeout=15)
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except psycopg_pool.PoolTimeout as e:
+            self.pool.close(timeout=1)
+            raise FatalError(f"cannot connect to the database: {e}") from None
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 
@@ -235,13 +240,12 @@ class Runner:
                 continue
             self.wake.clear()
             try:
-                with self.lock:
-                    unwritten = bool(self.outcomes)
-                if unwritten and not self._flush():
-                    # Our own outcomes first: reclaim must never re-queue mail
-                    # this runner has sent but not yet recorded.
-                    raise queries.DatabaseUnavailable("outcomes not yet written")
                 if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
+                    # Our own outcomes first (waiting for a flush in progress):
+                    # reclaim must never re-queue mail this runner has sent but
+                    # not yet recorded.
+                    if not self._flush():
+                        raise queries.DatabaseUnavailable("outcomes not yet written")
                     n = queries.reclaim(self.pool)
                     last_reclaim = time.monotonic()
                     if n:
@@ -320,7 +324,9 @@ class Runner:
             backoff.reset()
 
     def _db_down(self, e: Exception, backoff: Backoff, stop: threading.Event) -> None:
-        self.db_state.down(e)
+        with self.lock:
+            buffered = len(self.outcomes)
+        self.db_state.down(e, pending_outcomes=buffered)
         metrics.UP.labels("db").set(0)
         stop.wait(backoff.next())
 
@@ -402,7 +408,12 @@ class Runner:
                 self.housekeeper_stop.wait(backoff.next())
 
     def _flush(self) -> bool:
-        """Write buffered outcomes, then hand back unsent claims. False on a DB fault."""
+        """Write buffered outcomes, then hand back unsent claims. False on a DB fault.
+        One flush at a time (housekeeper, main loop, shutdown)."""
+        with self.flush_lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> bool:
         with self.lock:
             items, self.outcomes = self.outcomes, []
             unsent, self.unsent = self.unsent, defaultdict(list)

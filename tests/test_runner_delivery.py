@@ -124,3 +124,12 @@ def test_a_login_role_with_only_mailroom_runner_is_enough(db_url, conn, server_u
         finally:
             admin.execute(f"DROP ROLE {role}")
     assert statuses(conn) == {"sent": 1}
+
+
+def test_sender_option_serves_only_that_profile(db_url, conn, sink):
+    mine = enqueue(conn, "a@example.com", subject="s", body_text="b", sender="transactional")
+    other = enqueue(conn, "b@example.com", subject="s", body_text="b", sender="marketing")
+    with RunnerProcess(db_url, sink.url(), "--exit-when-idle", "--sender", "transactional", *FAST) as r:
+        assert r.wait() == 0, r.log()
+    rows = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM mailroom.messages")}
+    assert rows == {mine: "sent", other: "queued"}

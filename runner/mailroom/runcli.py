@@ -157,7 +157,7 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
         try:
             rules.append(Rule.parse(reply, stage=reply_stage, rcpt_contains=reply_rcpt, times=reply_times))
         except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--reply")
+            raise click.BadParameter(str(e), param_hint="--reply") from None
     ctx = None
     if tls_cert or tls_key:
         if not (tls_cert and tls_key):

@@ -134,6 +134,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
               help="Only for recipients containing TEXT.")
 @click.option("--reply-times", type=click.IntRange(0), default=0, show_default=True,
               help="Only the first N attempts of each Message-ID (0: always).")
+@click.option("--drop", is_flag=True,
+              help="Close the connection after the body without answering (the sender cannot "
+                   "know the outcome: ambiguous). Honours --reply-to and --reply-times.")
 @click.option("--delay", type=click.FloatRange(0), default=0.0, show_default=True,
               help="Seconds to wait before accepting each mail.", **_env("SINK_DELAY"))
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -142,7 +145,7 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
 @click.option("--implicit-tls", is_flag=True, help="TLS from the first byte (smtps://) instead of STARTTLS.")
 @click.option("--auth", default=None, metavar="USER:PASSWORD",
               help="Require AUTH with these credentials.", **_env("SINK_AUTH"))
-def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, reply_times, delay,
+def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, reply_times, drop, delay,
              tls_cert, tls_key, implicit_tls, auth):
     """A local SMTP server for the demo, tests and benchmarks.
 
@@ -158,6 +161,8 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
             rules.append(Rule.parse(reply, stage=reply_stage, rcpt_contains=reply_rcpt, times=reply_times))
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--reply") from None
+    if drop:
+        rules.append(Rule(drop=True, rcpt_contains=reply_rcpt, times=reply_times))
     ctx = None
     if tls_cert or tls_key:
         if not (tls_cert and tls_key):

@@ -121,8 +121,8 @@ def test_a_slow_server_gets_its_lease_extended_not_reclaimed(db_url, conn):
     conn.execute(
         "SELECT count(mailroom.enqueue(p_to => format('slow%%s@example.com', i), p_subject => 's',"
         " p_body_text => 'b')) FROM generate_series(1, 4) AS i")
-    with Sink(delay=0.8) as sink, RunnerProcess(
-        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "2"
+    with Sink(delay=1.0) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "3"
     ) as r:
         reclaimed = 0
         while not settled(conn, 4):  # another runner (or pg_cron) reclaiming all the while

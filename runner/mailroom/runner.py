@@ -47,6 +47,7 @@ from mailroom.transport import Outcome, Transport
 
 FLUSH_INTERVAL = 0.1
 RECLAIM_INTERVAL = 1.0
+MAX_OUTCOMES_PER_CALL = 1000  # keeps each mark_outcomes transaction short
 
 
 def default_worker_name() -> str:
@@ -277,7 +278,9 @@ class Runner:
     def _claim(self) -> int:
         t0 = time.perf_counter()
         rows = queries.claim_batch(self.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
-        metrics.CLAIM_SECONDS.observe(time.perf_counter() - t0)
+        claim_s = time.perf_counter() - t0
+        metrics.CLAIM_SECONDS.observe(claim_s)
+        event(logging.DEBUG, "batch.claimed", count=len(rows), ms=round(claim_s * 1000, 1))
         if not rows:
             return 0
         keys = sorted({r["template_key"] for r in rows if r.get("template_key")})
@@ -456,22 +459,30 @@ class Runner:
         return ok
 
     def _write_outcomes(self, items):
-        """mark_outcomes in as few calls as possible (one, unless the same id
-        appears twice, e.g. claimed again after a lease ran out during an outage).
+        """mark_outcomes in as few calls as possible (one per 1000, and the same
+        id never twice in one call, e.g. claimed again after a lease ran out
+        during an outage).
         Returns (written items, ok, error). An outcome the database rejects as
         invalid input is logged and dropped rather than retried for ever."""
         chunks: list[list] = []
+        seen: list[set] = []
         for it in items:
-            for chunk in chunks:
-                if all(c[0].row["id"] != it[0].row["id"] for c in chunk):
+            mid = it[0].row["id"]
+            for chunk, ids in zip(chunks, seen):
+                if mid not in ids and len(chunk) < MAX_OUTCOMES_PER_CALL:
                     chunk.append(it)
+                    ids.add(mid)
                     break
             else:
                 chunks.append([it])
+                seen.append({mid})
         written: list = []
         for chunk in chunks:
             try:
+                t0 = time.perf_counter()
                 queries.mark_outcomes(self.pool, [self._payload(it) for it in chunk])
+                event(logging.DEBUG, "outcomes.written", count=len(chunk),
+                      ms=round((time.perf_counter() - t0) * 1000, 1))
             except queries.DatabaseUnavailable as e:
                 return written, False, e
             except queries.QueryError as e:

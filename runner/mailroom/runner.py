@@ -56,8 +56,8 @@ def default_worker_name() -> str:
 
 @dataclass
 class Settings:
-    dsn: str
-    smtp: str
+    dsn: str = field(repr=False)  # may hold a password
+    smtp: str = field(repr=False)
     concurrency: int = 8
     batch: int = 100
     lease: float = 300.0

@@ -2,7 +2,8 @@
 
 Threads of one runner process:
 
-- main: reclaim → claim_batch → get_templates → hand the rows to the workers;
+- main: reclaim (at most once a second, after writing this runner's pending
+  outcomes) → claim_batch → get_templates → hand the rows to the workers;
   claims again while full batches come back and the workers have room; when
   idle, waits for a NOTIFY (or the poll interval, or free capacity);
 - N workers: each keeps one transport connection open, builds the mail and

@@ -81,3 +81,11 @@ demo: deps venv
 clean:
 	-$(MAILROOM) db down
 	rm -rf .mailroom $(VENV)
+
+# Every bench/*.py in turn, on the embedded cluster (each makes its own scratch database).
+bench: deps venv
+	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
+	$(MAILROOM) db up; \
+	rc=0; for b in bench/*.py; do echo "== $$b"; $(VENV)/bin/python $$b || rc=$$?; done; \
+	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
+	exit $$rc

@@ -1,0 +1,111 @@
+-- pgTAP: schedule_upsert / schedule_set_active — changes apply to still-queued mail.
+BEGIN;
+SELECT plan(30);
+SET LOCAL timezone = 'UTC';
+
+SELECT has_function('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'schedule_upsert exists');
+SELECT is_definer('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'it is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'timestamp with time zone'],
+  'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
+SELECT function_privs_are('mailroom', 'schedule_set_active', ARRAY['text', 'boolean', 'timestamp with time zone'],
+  'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may (de)activate');
+
+SELECT mailroom.upsert_template('digest', 'Your week', 'Hello {{ name }}');
+SET ROLE mailroom_app;
+SELECT is(mailroom.schedule_upsert('digest:42', 'ann@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', '{"name": "Ann"}',
+            p_recipient_id => '42', p_now => '2026-03-25 12:00Z'),
+          mailroom.schedule_upsert('digest:42', 'ann@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', '{"name": "Ann"}',
+            p_recipient_id => '42', p_now => '2026-03-25 12:00Z'),
+          'upsert is keyed on the schedule key');
+RESET ROLE;
+CREATE TEMP TABLE s AS SELECT id FROM mailroom.schedules WHERE schedule_key = 'digest:42';
+SELECT is((SELECT next_run_at FROM mailroom.schedules WHERE schedule_key = 'digest:42'), '2026-03-30 06:00Z'::timestamptz,
+  'next_run_at: Monday 08:00 CEST (after the change to summer time)');
+
+SELECT is(mailroom.materialize_schedules('2026-03-30 05:56Z'), 1, 'materialized 4 minutes ahead');
+SELECT results_eq($$SELECT delivery_key, run_at, status FROM mailroom.messages$$,
+  format($$VALUES ('schedule:%s:2026-03-30T08:00:email', '2026-03-30 06:00Z'::timestamptz, 'queued')$$, (SELECT id FROM s)),
+  'queued for 08:00 Berlin');
+
+-- moved to another zone: the queued mail is re-timed, same local period
+SET ROLE mailroom_app;
+SELECT mailroom.schedule_upsert('digest:42', 'ann@example.org', '0 8 * * 1', 'America/New_York', 'digest', '{"name": "Ann"}',
+  p_recipient_id => '42', p_now => '2026-03-30 05:57Z');
+RESET ROLE;
+SELECT results_eq($$SELECT delivery_key, run_at, status, recipient_zone FROM mailroom.messages$$,
+  format($$VALUES ('schedule:%s:2026-03-30T08:00:email', '2026-03-30 12:00Z'::timestamptz, 'queued', 'America/New_York')$$, (SELECT id FROM s)),
+  'a schedule moved to New York re-times its queued mail to 08:00 EDT');
+SELECT results_eq($$SELECT next_run_at, last_run_at FROM mailroom.schedules$$,
+  $$VALUES ('2026-04-06 12:00Z'::timestamptz, '2026-03-30 12:00Z'::timestamptz)$$, 'and its next run follows the new zone');
+SELECT is(mailroom.materialize_schedules('2026-03-30 11:58Z'), 0, 'no second mail for the same week');
+
+-- content change: in place, same key
+SET ROLE mailroom_app;
+SELECT mailroom.schedule_upsert('digest:42', 'ann@new.example.org', '0 8 * * 1', 'America/New_York', 'digest', '{"name": "Annie"}',
+  p_recipient_id => '42', p_now => '2026-03-30 06:00Z');
+RESET ROLE;
+SELECT results_eq($$SELECT to_address, template_vars, run_at FROM mailroom.messages$$,
+  $$VALUES ('ann@new.example.org', '{"name": "Annie"}'::jsonb, '2026-03-30 12:00Z'::timestamptz)$$,
+  'a new address and vars apply to the queued mail');
+
+-- window added: queued mail waits for the opening
+SET ROLE mailroom_app;
+SELECT mailroom.schedule_upsert('digest:42', 'ann@new.example.org', '0 8 * * 1', 'America/New_York', 'digest', '{"name": "Annie"}',
+  p_window_start => '09:30', p_window_end => '17:00', p_recipient_id => '42', p_now => '2026-03-30 06:00Z');
+RESET ROLE;
+SELECT is((SELECT run_at FROM mailroom.messages), '2026-03-30 13:30Z'::timestamptz, 'a new send window moves it to 09:30 EDT');
+
+-- rule change: re-timed and re-keyed
+SET ROLE mailroom_app;
+SELECT mailroom.schedule_upsert('digest:42', 'ann@new.example.org', '30 7 * * 2', 'America/New_York', 'digest', '{"name": "Annie"}',
+  p_recipient_id => '42', p_now => '2026-03-30 06:00Z');
+RESET ROLE;
+SELECT results_eq($$SELECT delivery_key, run_at FROM mailroom.messages$$,
+  format($$VALUES ('schedule:%s:2026-03-31T07:30:email', '2026-03-31 11:30Z'::timestamptz)$$, (SELECT id FROM s)),
+  'a new rule re-times it to Tuesday 07:30 and re-keys it to that period');
+
+-- deactivated: cancelled; activated again: from the next occurrence
+SET ROLE mailroom_app;
+SELECT is(mailroom.schedule_set_active('digest:42', false, '2026-03-30 07:00Z'), true, 'deactivate');
+SELECT is(mailroom.schedule_set_active('digest:42', false, '2026-03-30 07:00Z'), false, 'deactivating twice does nothing');
+RESET ROLE;
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages$$, $$VALUES ('cancelled', 'schedule_inactive')$$,
+  'a deactivated schedule cancels its queued mail');
+SELECT is((SELECT next_run_at FROM mailroom.schedules), NULL, 'and has no next run');
+SELECT is(mailroom.materialize_schedules('2026-04-07 11:30Z'), 0, 'an inactive schedule is not materialized');
+SELECT mailroom.schedule_set_active('digest:42', true, '2026-04-02 12:00Z');
+SELECT is((SELECT next_run_at FROM mailroom.schedules), '2026-04-07 11:30Z'::timestamptz, 'activated again: the next Tuesday 07:30 EDT');
+-- off and on again before the occurrence: it is still mailed, once
+SELECT mailroom.materialize_schedules('2026-04-07 11:28Z');
+SELECT mailroom.schedule_set_active('digest:42', false, '2026-04-07 11:29Z');
+SELECT mailroom.schedule_set_active('digest:42', true, '2026-04-07 11:29Z');
+SELECT mailroom.materialize_schedules('2026-04-07 11:29Z');
+SELECT results_eq($$SELECT status, delivery_key ~ ':cancelled:' FROM mailroom.messages WHERE delivery_key LIKE '%2026-04-07T07:30%' ORDER BY id$$,
+  $$VALUES ('cancelled', true), ('queued', false)$$, 'deactivation frees the period: re-activated, the occurrence is queued again');
+
+-- bad input: nothing written
+SET ROLE mailroom_app;
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlinn', 'digest')$$,
+  '22023', 'mailroom: zone: "Europe/Berlinn" is not a known IANA time zone', 'unknown zone');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * 1', 'Europe/Berlin', 'digest')$$,
+  '22023', 'mailroom: rule: expected 5 fields (minute hour day-of-month month day-of-week), got 4 in "0 8 * 1"', 'malformed rule');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 25 * * 1', 'Europe/Berlin', 'digest')$$,
+  '22023', 'mailroom: rule: hour: 25 is out of range 0-23', 'out-of-range field');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_window_start => '08:00', p_window_end => '08:00')$$,
+  '22023', 'mailroom: window_end: must differ from window_start (08:00:00), an empty window never opens', 'window end equal to start');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'nope')$$,
+  '22023', 'mailroom: template: no template named "nope"', 'unknown template');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@', '0 8 * * 1', 'Europe/Berlin', 'digest')$$,
+  '22023', 'mailroom: to: "a@" has an invalid domain', 'bad address');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_channel => 'E Mail')$$,
+  '22023', 'mailroom: channel: "E Mail" is not a channel name (a-z, 0-9, _ and -, at most 32)', 'bad channel');
+SELECT throws_ok($$SELECT mailroom.schedule_set_active('nope', false)$$,
+  '22023', 'mailroom: key: no schedule named "nope"', 'unknown schedule');
+RESET ROLE;
+SELECT is((SELECT count(*)::int FROM mailroom.schedules), 1, 'no schedule was written by the bad calls');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -78,5 +78,11 @@ def db_status() -> None:
         sys.exit(3)
 
 
+# The runner's commands live in their own module; registered here.
+from mailroom import runcli  # noqa: E402
+
+runcli.register(main)
+
+
 if __name__ == "__main__":
     main()

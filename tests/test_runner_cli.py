@@ -46,12 +46,12 @@ def _run(args, env=None):
                           text=True, timeout=60, env={**os.environ, **(env or {})})
 
 
-def test_bad_configuration_exits_2_without_the_password(db_url):
+def test_bad_configuration_refused_without_the_password(db_url):
     r = _run(["--dsn", db_url, "--smtp", "smtq://user:hunter2@mail.example.com"])
     assert r.returncode == 2 and "unknown scheme" in r.stderr and "hunter2" not in r.stderr + r.stdout
     bad_dsn = "postgresql://nobody:hunter2@127.0.0.1:1/none"
     r = _run(["--dsn", bad_dsn, "--smtp", "null://"])
-    assert r.returncode == 2 and "cannot connect to the database" in r.stderr
+    assert r.returncode == 1 and "cannot connect to the database" in r.stderr
     assert "hunter2" not in r.stderr + r.stdout
     r = _run([])
     assert r.returncode == 2 and "--dsn" in r.stderr
@@ -86,3 +86,24 @@ def test_log_formats_are_one_line_per_event(fmt):
     assert line.count("\n") == 1 and "pa55word" not in line and "***" in line
     if fmt == "json":
         assert json.loads(line)["event"] == "smtp.down"
+
+
+def test_missing_privilege_is_fatal_with_exit_3(db_url, conn, server_url):
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tests.runnerkit import connect
+
+    role = "t_nobody_" + uuid.uuid4().hex[:8]
+    enqueue(conn, "x@example.com", subject="s", body_text="b")
+    with connect(server_url) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # not granted mailroom_runner
+        try:
+            parts = urlsplit(db_url)
+            url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+            r = _run(["--dsn", url, "--smtp", "null://"])
+        finally:
+            admin.execute(f"DROP ROLE {role}")
+    assert r.returncode == 3, r.stderr
+    assert "runner.fatal" in r.stderr and "42501" in r.stderr
+    assert statuses(conn) == {"queued": 1}

@@ -104,3 +104,32 @@ def test_4xx_retried_then_delivered_5xx_failed_with_code_lost_reply_ambiguous(db
     assert "No such user" in failed["smtp_text"]
     assert [a["outcome"] for a in ledger if a["message_id"] == unsure] == ["ambiguous"]
     assert sorted(m["rcpt_tos"][0] for m in sink.messages) == ["busy@example.com", "fine@example.com"]
+
+
+def test_a_login_role_with_only_mailroom_runner_is_enough(db_url, conn, server_url, sink):
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tests.runnerkit import connect
+
+    role = "t_runner_" + uuid.uuid4().hex[:8]
+    enqueue(conn, "least@example.com", subject="s", body_text="b")
+    with connect(server_url) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE mailroom_runner")
+        try:
+            parts = urlsplit(db_url)
+            url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+            with RunnerProcess(url, sink.url(), "--exit-when-idle", *FAST) as r:
+                assert r.wait() == 0, r.log()
+        finally:
+            admin.execute(f"DROP ROLE {role}")
+    assert statuses(conn) == {"sent": 1}
+
+
+def test_sender_option_serves_only_that_profile(db_url, conn, sink):
+    mine = enqueue(conn, "a@example.com", subject="s", body_text="b", sender="transactional")
+    other = enqueue(conn, "b@example.com", subject="s", body_text="b", sender="marketing")
+    with RunnerProcess(db_url, sink.url(), "--exit-when-idle", "--sender", "transactional", *FAST) as r:
+        assert r.wait() == 0, r.log()
+    rows = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM mailroom.messages")}
+    assert rows == {mine: "sent", other: "queued"}

@@ -35,7 +35,13 @@ def test_notify_wakes_an_idle_runner_within_two_seconds(db_url, conn):
     assert "mailroom_in_flight 0.0" in metrics
 
 
-def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn, server_url):
+def _kill_runner_backends(conn) -> int:
+    return conn.execute(
+        "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name LIKE 'mailroom-run%%'").fetchone()["n"]
+
+
+def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn):
     total = 600
     conn.execute(
         "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
@@ -44,20 +50,10 @@ def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn, server
     with Sink(delay=0.005) as sink, RunnerProcess(
         db_url, sink.url(), "--concurrency", "4", "--batch", "25", "--lease", "5", "--poll-interval", "0.5"
     ) as r:
-        kill = ("SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity"
-                " WHERE datname = current_database() AND application_name LIKE 'mailroom-run%%'")
         kills = 0
-        for mark in (100, 200):
+        for mark in (100, 250, 400):
             wait_for(lambda: sink.stats()["received"] >= mark, timeout=30, what=f"{mark} delivered")
-            kills += killer.execute(kill).fetchone()["n"]
-        # Then the database stays unreachable for a while: outcomes wait in memory.
-        wait_for(lambda: sink.stats()["received"] >= 300, timeout=30, what="300 delivered")
-        database = killer.execute("SELECT current_database() AS d").fetchone()["d"]
-        with connect(server_url) as admin:
-            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-            kills += killer.execute(kill).fetchone()["n"]
-            time.sleep(2.5)
-            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+            kills += _kill_runner_backends(killer)
         wait_for(lambda: settled(conn, total), timeout=60, interval=0.2, what="everything sent")
         assert r.proc.poll() is None, "the runner must survive"
         assert r.stop() == 0, r.log()
@@ -68,10 +64,36 @@ def test_killed_database_connections_mid_drain_lose_nothing(db_url, conn, server
     assert statuses(conn) == {"sent": total}
     assert stats["unique_message_ids"] == total
     assert stats["duplicates"] == 0
-    # One line per state change, no line per failed retry.
-    assert log.count("db.down") == log.count("db.up") >= 1, log
-    assert "pending_outcomes=" in log  # outcomes waited in memory, then were written
-    assert log.count("listen.down") == 3, log  # one per kill, none per failed reconnect
+    assert log.count("listen.down") == 3, log  # one line per kill, none per reconnect attempt
+    assert log.count("db.down") == log.count("db.up"), log
+
+
+def test_outcomes_wait_in_memory_while_the_database_is_unreachable(db_url, conn, server_url):
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, 8) AS i")
+    database = conn.execute("SELECT current_database() AS d").fetchone()["d"]
+    with Sink(delay=0.4) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "4", "--batch", "8", "--lease", "20", "--poll-interval", "0.5"
+    ) as r, connect(server_url) as admin:
+        wait_for(lambda: sink.stats()["attempts"] >= 1, what="sends in flight")
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        try:
+            _kill_runner_backends(conn)
+            # The claimed batch is sent while the database is away...
+            wait_for(lambda: sink.stats()["received"] == 8, timeout=10, what="the batch delivered")
+            time.sleep(2.5)  # ...and the runner notices it cannot write the outcomes
+            assert statuses(conn) == {"sending": 8}
+        finally:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        wait_for(lambda: settled(conn, 8), timeout=20, what="outcomes written after reconnect")
+        assert r.stop() == 0, r.log()
+        log = r.log()
+    assert statuses(conn) == {"sent": 8}
+    ledger = conn.execute("SELECT attempt, outcome FROM mailroom.attempts").fetchall()
+    assert ledger == [{"attempt": 1, "outcome": "sent"}] * 8  # written once, never resent
+    assert log.count("db.down") == log.count("db.up") == 1, log
+    assert "pending_outcomes=" in log, log  # the down line says how many outcomes wait
 
 
 def test_smtp_server_down_then_up_is_one_state_change_and_nothing_is_lost(db_url, conn):
@@ -99,8 +121,8 @@ def test_a_slow_server_gets_its_lease_extended_not_reclaimed(db_url, conn):
     conn.execute(
         "SELECT count(mailroom.enqueue(p_to => format('slow%%s@example.com', i), p_subject => 's',"
         " p_body_text => 'b')) FROM generate_series(1, 4) AS i")
-    with Sink(delay=0.8) as sink, RunnerProcess(
-        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "2"
+    with Sink(delay=1.0) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "1", "--batch", "4", "--lease", "3"
     ) as r:
         reclaimed = 0
         while not settled(conn, 4):  # another runner (or pg_cron) reclaiming all the while

@@ -52,3 +52,15 @@ def test_second_signal_exits_at_once(db_url, conn):
         assert time.monotonic() - t0 < 2
         assert code == 128 + signal.SIGINT, r.log()
     assert statuses(conn) == {"sending": 1}  # the lease expires and reclaim recovers it
+
+
+def test_grace_bounds_the_wait_for_a_hung_send(db_url, conn):
+    enqueue(conn, "hung@example.com", subject="s", body_text="b")
+    with Sink(delay=30) as sink, RunnerProcess(db_url, sink.url(), "--grace", "0.5") as r:
+        wait_for(lambda: sink.stats()["attempts"] >= 1, what="the send in flight")
+        t0 = time.monotonic()
+        r.signal(signal.SIGTERM)
+        assert r.wait(10) == 0, r.log()
+        assert time.monotonic() - t0 < 5
+        assert "runner.grace_exceeded" in r.log()
+    assert statuses(conn) == {"sending": 1}  # unknown outcome: the lease decides, not a guess

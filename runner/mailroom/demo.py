@@ -77,7 +77,7 @@ class Progress:
         line = (f"[{bar}] {done * 100:5.1f}%  sent {sent}/{self.total}  retried {retried}  "
                 f"failed {failed}  {rate:7.0f} mails/s  ETA {_fmt_secs(0 if final else eta)}")
         if self.tty:
-            self.out.write("\r" + line + ("\n" if final else ""))
+            self.out.write("\r" + line.ljust(110) + ("\n" if final else ""))
             self.out.flush()
         elif final or now - self.last_print >= 2.0:
             self.out.write(line + "\n")

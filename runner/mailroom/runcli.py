@@ -82,8 +82,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     SIGTERM or SIGINT: stop claiming, finish in-flight sends within --grace,
     record them and release the rest; a second signal exits at once.
 
-    Exit codes: 0 stopped cleanly, 2 bad configuration, 3 fatal database
-    error (e.g. missing privilege), 4 outcomes could not be written at shutdown.
+    Exit codes: 0 stopped cleanly, 1 the database could not be reached at
+    start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
+    4 outcomes could not be written at shutdown.
     """
     from mailroom import metrics
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name
@@ -111,9 +112,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
             sys.exit(2)
     try:
         code = runner.run()
-    except FatalError as e:
+    except FatalError as e:  # cannot reach the database at start: a supervisor may retry
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
-        sys.exit(2)
+        sys.exit(1)
     sys.exit(code)
 
 
@@ -133,6 +134,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
               help="Only for recipients containing TEXT.")
 @click.option("--reply-times", type=click.IntRange(0), default=0, show_default=True,
               help="Only the first N attempts of each Message-ID (0: always).")
+@click.option("--drop", is_flag=True,
+              help="Close the connection after the body without answering (the sender cannot "
+                   "know the outcome: ambiguous). Honours --reply-to and --reply-times.")
 @click.option("--delay", type=click.FloatRange(0), default=0.0, show_default=True,
               help="Seconds to wait before accepting each mail.", **_env("SINK_DELAY"))
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -141,7 +145,7 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
 @click.option("--implicit-tls", is_flag=True, help="TLS from the first byte (smtps://) instead of STARTTLS.")
 @click.option("--auth", default=None, metavar="USER:PASSWORD",
               help="Require AUTH with these credentials.", **_env("SINK_AUTH"))
-def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, reply_times, delay,
+def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, reply_times, drop, delay,
              tls_cert, tls_key, implicit_tls, auth):
     """A local SMTP server for the demo, tests and benchmarks.
 
@@ -156,7 +160,9 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
         try:
             rules.append(Rule.parse(reply, stage=reply_stage, rcpt_contains=reply_rcpt, times=reply_times))
         except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--reply")
+            raise click.BadParameter(str(e), param_hint="--reply") from None
+    if drop:
+        rules.append(Rule(drop=True, rcpt_contains=reply_rcpt, times=reply_times))
     ctx = None
     if tls_cert or tls_key:
         if not (tls_cert and tls_key):

@@ -2,7 +2,8 @@
 
 Threads of one runner process:
 
-- main: reclaim → claim_batch → get_templates → hand the rows to the workers;
+- main: reclaim (at most once a second, after writing this runner's pending
+  outcomes) → claim_batch → get_templates → hand the rows to the workers;
   claims again while full batches come back and the workers have room; when
   idle, waits for a NOTIFY (or the poll interval, or free capacity);
 - N workers: each keeps one transport connection open, builds the mail and
@@ -47,6 +48,7 @@ from mailroom.transport import Outcome, Transport
 
 FLUSH_INTERVAL = 0.1
 RECLAIM_INTERVAL = 1.0
+MAX_OUTCOMES_PER_CALL = 1000  # keeps each mark_outcomes transaction short
 
 
 def default_worker_name() -> str:
@@ -55,8 +57,8 @@ def default_worker_name() -> str:
 
 @dataclass
 class Settings:
-    dsn: str
-    smtp: str
+    dsn: str = field(repr=False)  # may hold a password
+    smtp: str = field(repr=False)
     concurrency: int = 8
     batch: int = 100
     lease: float = 300.0
@@ -118,6 +120,7 @@ class Runner:
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.lock = threading.Lock()
+        self.flush_lock = threading.Lock()
         self.batches: dict[object, Batch] = {}
         self.outcomes: list[tuple[Job, Outcome]] = []
         self.unsent: dict[object, list[int]] = defaultdict(list)
@@ -177,7 +180,11 @@ class Runner:
             name="mailroom-run",
             reconnect_timeout=24 * 3600,
         )
-        self.pool.open(wait=True, timeout=15)
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except psycopg_pool.PoolTimeout as e:
+            self.pool.close(timeout=1)
+            raise FatalError(f"cannot connect to the database: {e}") from None
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 
@@ -235,13 +242,12 @@ class Runner:
                 continue
             self.wake.clear()
             try:
-                with self.lock:
-                    unwritten = bool(self.outcomes)
-                if unwritten and not self._flush():
-                    # Our own outcomes first: reclaim must never re-queue mail
-                    # this runner has sent but not yet recorded.
-                    raise queries.DatabaseUnavailable("outcomes not yet written")
                 if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
+                    # Our own outcomes first (waiting for a flush in progress):
+                    # reclaim must never re-queue mail this runner has sent but
+                    # not yet recorded.
+                    if not self._flush():
+                        raise queries.DatabaseUnavailable("outcomes not yet written")
                     n = queries.reclaim(self.pool)
                     last_reclaim = time.monotonic()
                     if n:
@@ -273,15 +279,21 @@ class Runner:
     def _claim(self) -> int:
         t0 = time.perf_counter()
         rows = queries.claim_batch(self.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
-        metrics.CLAIM_SECONDS.observe(time.perf_counter() - t0)
+        claim_s = time.perf_counter() - t0
+        metrics.CLAIM_SECONDS.observe(claim_s)
+        event(logging.DEBUG, "batch.claimed", count=len(rows), ms=round(claim_s * 1000, 1))
         if not rows:
             return 0
         keys = sorted({r["template_key"] for r in rows if r.get("template_key")})
+        unloaded: set[str] = set()
         if keys:
             try:
                 self.renderer.load(queries.get_templates(self.pool, keys))
-            except queries.DatabaseUnavailable:
-                pass  # the cached versions serve; a missing one fails at build only if never loaded
+            except (queries.DatabaseUnavailable, queries.QueryError) as e:
+                # Cached versions serve; mail whose template was never loaded
+                # goes back to the queue rather than failing for a DB hiccup.
+                unloaded = {k for k in keys if self.renderer.cached_version(k) is None}
+                event(logging.WARNING, "templates.unavailable", error=str(e), handed_back=sorted(unloaded))
         by_token: dict[object, list[dict]] = defaultdict(list)
         for r in rows:
             by_token[r["lease_token"]].append(r)
@@ -294,7 +306,10 @@ class Runner:
                 metrics.IN_FLIGHT.set(self.pending)
             for r in trs:
                 metrics.CLAIMED.labels(r.get("sender") or "default").inc()
-                self.jobs.put(Job(r, b))
+                if r.get("template_key") in unloaded:
+                    self._hand_back(Job(r, b))
+                else:
+                    self.jobs.put(Job(r, b))
         self.totals["claimed"] += len(rows)
         return len(rows)
 
@@ -313,7 +328,9 @@ class Runner:
             backoff.reset()
 
     def _db_down(self, e: Exception, backoff: Backoff, stop: threading.Event) -> None:
-        self.db_state.down(e)
+        with self.lock:
+            buffered = len(self.outcomes)
+        self.db_state.down(e, pending_outcomes=buffered)
         metrics.UP.labels("db").set(0)
         stop.wait(backoff.next())
 
@@ -395,7 +412,12 @@ class Runner:
                 self.housekeeper_stop.wait(backoff.next())
 
     def _flush(self) -> bool:
-        """Write buffered outcomes, then hand back unsent claims. False on a DB fault."""
+        """Write buffered outcomes, then hand back unsent claims. False on a DB fault.
+        One flush at a time (housekeeper, main loop, shutdown)."""
+        with self.flush_lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> bool:
         with self.lock:
             items, self.outcomes = self.outcomes, []
             unsent, self.unsent = self.unsent, defaultdict(list)
@@ -438,22 +460,30 @@ class Runner:
         return ok
 
     def _write_outcomes(self, items):
-        """mark_outcomes in as few calls as possible (one, unless the same id
-        appears twice, e.g. claimed again after a lease ran out during an outage).
+        """mark_outcomes in as few calls as possible (one per 1000, and the same
+        id never twice in one call, e.g. claimed again after a lease ran out
+        during an outage).
         Returns (written items, ok, error). An outcome the database rejects as
         invalid input is logged and dropped rather than retried for ever."""
         chunks: list[list] = []
+        seen: list[set] = []
         for it in items:
-            for chunk in chunks:
-                if all(c[0].row["id"] != it[0].row["id"] for c in chunk):
+            mid = it[0].row["id"]
+            for chunk, ids in zip(chunks, seen):
+                if mid not in ids and len(chunk) < MAX_OUTCOMES_PER_CALL:
                     chunk.append(it)
+                    ids.add(mid)
                     break
             else:
                 chunks.append([it])
+                seen.append({mid})
         written: list = []
         for chunk in chunks:
             try:
+                t0 = time.perf_counter()
                 queries.mark_outcomes(self.pool, [self._payload(it) for it in chunk])
+                event(logging.DEBUG, "outcomes.written", count=len(chunk),
+                      ms=round((time.perf_counter() - t0) * 1000, 1))
             except queries.DatabaseUnavailable as e:
                 return written, False, e
             except queries.QueryError as e:

@@ -61,7 +61,7 @@ BEGIN
       -- Ledger rows that may matter: claimed in the window, or up to a day
       -- (the longest lease) before it and finished inside it.
       SELECT m.sender, %1$s AS time_zone, true AS is_attempt,
-             a.claimed_at, a.finished_at, a.reported, a.outcome, a.duplicate,
+             a.claimed_at, coalesce(a.reported_at, a.finished_at) AS finished_at, a.reported, a.outcome, a.duplicate,
              -- Tries it took: the message's claims up to this successful one
              -- (counted, since an operator retry restarts attempt numbers).
              CASE WHEN a.reported = 'sent' AND NOT a.duplicate THEN

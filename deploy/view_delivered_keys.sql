@@ -17,9 +17,9 @@ SELECT m.delivery_key,
        s.provider_ids
 FROM mailroom.messages m
 LEFT JOIN LATERAL (
-  SELECT min(a.finished_at) AS first_success_at,
+  SELECT min(coalesce(a.reported_at, a.finished_at)) AS first_success_at,
          count(*) AS successful_attempts,
-         array_agg(a.provider_id ORDER BY a.finished_at) FILTER (WHERE a.provider_id IS NOT NULL) AS provider_ids
+         array_agg(a.provider_id ORDER BY coalesce(a.reported_at, a.finished_at)) FILTER (WHERE a.provider_id IS NOT NULL) AS provider_ids
   FROM mailroom.attempts a
   WHERE a.message_id = m.id AND a.reported = 'sent'
 ) s ON true

@@ -6,8 +6,8 @@ BEGIN;
 
 -- Expired leases are rare, so this index stays tiny while it lets the view
 -- skip the rest of the ledger. A stale attempt is one whose lease expired and
--- whose runner reported afterwards (mark_outcomes turns expired into stale
--- and sets finished_at to the report's time).
+-- whose runner reported afterwards (mark_outcomes turns expired into stale,
+-- keeps finished_at at the expiry and sets reported_at).
 CREATE INDEX attempts_expired_idx ON mailroom.attempts (finished_at) WHERE outcome IN ('expired', 'stale');
 
 CREATE VIEW mailroom.expired_leases WITH (security_barrier) AS

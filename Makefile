@@ -74,6 +74,10 @@ revert-redeploy:
 	$(PG_ENV) sqitch revert -y
 	$(PG_ENV) sqitch deploy
 
+# The main job end to end: cluster, sink, 20,000 mails, 4 runners, progress, summary.
+demo: deps venv
+	$(MAILROOM) demo
+
 clean:
 	-$(MAILROOM) db down
 	rm -rf .mailroom $(VENV)

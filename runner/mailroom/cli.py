@@ -78,5 +78,16 @@ def db_status() -> None:
         sys.exit(3)
 
 
+# The runner's commands live in their own module; registered here.
+from mailroom import runcli  # noqa: E402
+
+runcli.register(main)
+
+# Operator commands (status, inspect, retry, cancel, review) live in their own module.
+from mailroom import operations as _operations  # noqa: E402
+
+_operations.register(main)
+
+
 if __name__ == "__main__":
     main()

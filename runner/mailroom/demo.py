@@ -1,0 +1,249 @@
+"""`mailroom demo`: the main job end to end on the embedded cluster.
+
+Starts (or reuses) the embedded cluster, deploys a fresh `mailroom_demo`
+database with Sqitch, starts `mailroom sink`, stores a template, enqueues
+N mails with per-recipient variables, starts R `mailroom run` processes,
+shows a live progress bar, and prints a summary. It stops everything it
+started; the demo database stays for inspection while the cluster runs.
+Exit code 1 unless sent == enqueued and the sink saw no duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+
+import click
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from mailroom import queries
+from mailroom.embedded import Cluster, ClusterError
+from mailroom.sink import free_port
+
+DEMO_DB = "mailroom_demo"
+TEMPLATE_KEY = "demo-welcome"
+SUBJECT = "Welcome aboard, {{ name }}"
+BODY_TEXT = """Hello {{ name }},
+
+you are recipient number {{ n }} of the mailroom demo.
+Your personal code is {{ code[:8] }}.
+
+-- mailroom
+"""
+BODY_HTML = """<html><body>
+<p>Hello <b>{{ name }}</b>,</p>
+<p>you are recipient number {{ n }} of the mailroom demo.<br>
+Your personal code is <code>{{ code[:8] }}</code>.</p>
+</body></html>
+"""
+
+
+def _fmt_secs(s: float | None) -> str:
+    if s is None:
+        return "--"
+    s = int(round(s))
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class Progress:
+    """A progress line: redrawn in place on a terminal, printed every 2 s otherwise."""
+
+    def __init__(self, total: int, out=sys.stdout):
+        self.total = total
+        self.out = out
+        self.tty = out.isatty()
+        self.samples: deque[tuple[float, int]] = deque(maxlen=20)
+        self.last_print = 0.0
+
+    def update(self, sent: int, retried: int, failed: int, final: bool = False) -> None:
+        now = time.monotonic()
+        self.samples.append((now, sent))
+        t0, s0 = self.samples[0]
+        rate = (sent - s0) / (now - t0) if now > t0 else 0.0
+        eta = (self.total - sent - failed) / rate if rate > 0 else None
+        width = 30
+        done = (sent + failed) / self.total if self.total else 1.0
+        bar = "#" * int(width * done) + "-" * (width - int(width * done))
+        line = (f"[{bar}] {done * 100:5.1f}%  sent {sent}/{self.total}  retried {retried}  "
+                f"failed {failed}  {rate:7.0f} mails/s  ETA {_fmt_secs(0 if final else eta)}")
+        if self.tty:
+            self.out.write("\r" + line.ljust(110) + ("\n" if final else ""))
+            self.out.flush()
+        elif final or now - self.last_print >= 2.0:
+            self.out.write(line + "\n")
+            self.out.flush()
+            self.last_print = now
+
+
+def _say(msg: str) -> None:
+    click.echo(f"demo: {msg}")
+
+
+def _create_demo_database(cluster: Cluster) -> str:
+    admin_url = cluster.url("postgres")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEMO_DB)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEMO_DB)))
+    cluster.deploy(log=lambda m: None, database=DEMO_DB)
+    return cluster.url(DEMO_DB)
+
+
+def _wait_file(path: Path, proc: subprocess.Popen, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise ClusterError("the sink did not start")
+        time.sleep(0.05)
+
+
+def _stop(procs: list[subprocess.Popen], timeout: float = 30) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluster: bool) -> int:
+    cluster = Cluster.for_checkout()
+    t_setup = time.monotonic()
+    started_cluster = cluster.up(log=lambda m: click.echo(m))
+    work = cluster.state_dir / "demo"
+    work.mkdir(parents=True, exist_ok=True)
+    for old in work.glob("*"):
+        old.unlink()
+    sink_proc: subprocess.Popen | None = None
+    runner_procs: list[subprocess.Popen] = []
+    pool: psycopg_pool.ConnectionPool | None = None
+    try:
+        url = _create_demo_database(cluster)
+        _say(f"database {DEMO_DB} deployed with sqitch ({time.monotonic() - t_setup:.1f}s): {url}")
+
+        port = free_port()
+        stats_file = work / "sink-stats.json"
+        sink_proc = subprocess.Popen(
+            [sys.executable, "-m", "mailroom.cli", "sink", "--port", str(port), "--stats-file", str(stats_file)],
+            stdout=subprocess.PIPE, stderr=open(work / "sink.log", "w"), text=True,
+        )
+        _wait_file(stats_file, sink_proc)
+        _say(f"mailroom sink listening on 127.0.0.1:{port}")
+
+        pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=2, open=True,
+                                           kwargs={"autocommit": True, "row_factory": dict_row})
+        queries.upsert_template(pool, TEMPLATE_KEY, SUBJECT, BODY_TEXT, BODY_HTML)
+        run_id = uuid.uuid4().hex[:8]
+        t0 = time.monotonic()
+        enqueued = 0
+        step = 5000
+        for first in range(1, mails + 1, step):
+            enqueued += queries.enqueue_demo_batch(pool, first, min(mails, first + step - 1), TEMPLATE_KEY, run_id)
+        enqueue_s = time.monotonic() - t0
+        _say(f"template {TEMPLATE_KEY!r} stored; {enqueued} mails with per-recipient variables enqueued "
+             f"in {enqueue_s:.1f}s ({enqueued / enqueue_s:.0f}/s)")
+
+        t_start = time.monotonic()
+        for i in range(runners):
+            runner_procs.append(subprocess.Popen(
+                [sys.executable, "-m", "mailroom.cli", "run", "--dsn", url,
+                 "--smtp", f"smtp://127.0.0.1:{port}", "--concurrency", str(concurrency),
+                 "--batch", str(batch), "--worker", f"demo-{i + 1}", "--from", "Mailroom Demo <demo@mailroom.invalid>",
+                 "--log-format", "json", "--poll-interval", "1"],
+                stdout=subprocess.DEVNULL, stderr=open(work / f"runner-{i + 1}.log", "w"),
+            ))
+        _say(f"{runners} x mailroom run started (concurrency {concurrency}, batch {batch}); logs in {work}")
+
+        progress = Progress(enqueued)
+        deadline = time.monotonic() + max(600, enqueued / 20)
+        while True:
+            counts = queries.status_counts(pool)
+            outcomes = queries.attempt_counts(pool)
+            sent = counts.get("sent", 0)
+            failed = counts.get("failed", 0) + counts.get("review", 0) + counts.get("cancelled", 0)
+            retried = outcomes.get("retry", 0) + outcomes.get("ambiguous", 0)
+            done = sent + failed >= enqueued
+            progress.update(sent, retried, failed, final=done)
+            if done:
+                break
+            dead = [p for p in runner_procs if p.poll() is not None]
+            if len(dead) == len(runner_procs) or time.monotonic() > deadline:
+                progress.update(sent, retried, failed, final=True)
+                _say("stopped waiting: " + ("every runner exited" if dead else "timed out"))
+                break
+            time.sleep(0.25)
+        elapsed = time.monotonic() - t_start
+
+        _stop(runner_procs)
+        codes = [p.returncode for p in runner_procs]
+        _stop([sink_proc])
+        out = sink_proc.stdout.read() if sink_proc.stdout else ""
+        stats = json.loads(out.strip().splitlines()[-1]) if out.strip() else json.loads(stats_file.read_text())
+        counts = queries.status_counts(pool)
+        sent, failed = counts.get("sent", 0), counts.get("failed", 0)
+        ok = sent == enqueued and stats["duplicates"] == 0 and all(c == 0 for c in codes)
+
+        click.echo("")
+        click.echo("mailroom demo summary")
+        click.echo(f"  enqueued          {enqueued}")
+        click.echo(f"  sent              {sent}")
+        click.echo(f"  failed            {failed}")
+        click.echo(f"  other             {sum(v for k, v in counts.items() if k not in ('sent', 'failed'))}")
+        click.echo(f"  sink received     {stats['received']} ({stats['unique_message_ids']} unique Message-IDs)")
+        click.echo(f"  duplicates (sink) {stats['duplicates']}")
+        click.echo(f"  runners           {runners} processes x {concurrency} threads, exit codes {codes}")
+        click.echo(f"  elapsed           {elapsed:.1f}s")
+        click.echo(f"  rate              {sent / elapsed:.0f} mails/s")
+        click.echo(f"  result            {'OK: sent == enqueued, no duplicates' if ok else 'FAILED'}")
+        return 0 if ok else 1
+    finally:
+        if pool is not None:
+            pool.close()
+        _stop(runner_procs, timeout=10)
+        if sink_proc is not None:
+            _stop([sink_proc], timeout=5)
+        if started_cluster and not keep_cluster:
+            cluster.down(log=lambda m: click.echo(m))
+
+
+@click.command("demo")
+@click.option("--mails", type=click.IntRange(1, 10_000_000), default=20_000, show_default=True,
+              help="How many mails to enqueue.")
+@click.option("--runners", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="How many `mailroom run` processes.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="Sending threads per runner.")
+@click.option("--batch", type=click.IntRange(1, 10000), default=200, show_default=True,
+              help="claim_batch size per runner.")
+@click.option("--keep-cluster", is_flag=True, help="Leave the embedded cluster running afterwards.")
+def demo_cmd(mails, runners, concurrency, batch, keep_cluster):
+    """Send N mails through R runners to a local SMTP sink, with a progress bar.
+
+    Everything runs on this machine: the embedded PostgreSQL cluster (started
+    if needed, stopped again if this command started it), a fresh database
+    `mailroom_demo` deployed with Sqitch, `mailroom sink` on a free loopback
+    port, and the runners. Exit code 0 only when every mail was sent exactly once.
+    """
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        code = run_demo(mails, runners, concurrency, batch, keep_cluster)
+    except (ClusterError, queries.DatabaseUnavailable, queries.QueryError) as e:
+        click.echo(f"mailroom: demo: {e}", err=True)
+        code = 2
+    except KeyboardInterrupt:
+        click.echo("\nmailroom: demo interrupted; everything it started is stopped", err=True)
+        code = 130
+    sys.exit(code)

@@ -1,0 +1,165 @@
+"""Every SQL statement the runner sends, as named calls to mailroom's functions.
+
+The runner makes no queue decisions: claiming, retry policy, backoff, leases
+and reclaiming all live in the stored functions. Each call here is one
+statement on an autocommit connection, so no transaction is ever held open
+across an SMTP conversation.
+
+Database errors are translated here, in one place:
+- `DatabaseUnavailable`: the connection is gone or cannot be had (reconnect
+  with backoff, keep outcomes in memory);
+- `QueryError`: the database answered with an error (its SQLSTATE is kept).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+from psycopg import sql
+import psycopg_pool
+from psycopg.types.json import Jsonb
+
+CHANNEL = "mailroom"
+
+
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached right now; try again later."""
+
+
+class QueryError(Exception):
+    """The database refused a call (bad input, missing function, no privilege)."""
+
+    def __init__(self, message: str, sqlstate: str | None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+def translate(e: BaseException) -> Exception:
+    """Map a psycopg / psycopg_pool exception to the package's own."""
+    if isinstance(e, (psycopg.OperationalError, psycopg_pool.PoolTimeout, psycopg.InterfaceError)):
+        return DatabaseUnavailable(first_line(e))
+    if isinstance(e, psycopg.Error):
+        sqlstate = e.diag.sqlstate if e.diag else None
+        msg = (e.diag.message_primary if e.diag and e.diag.message_primary else str(e)).strip()
+        return QueryError(f"{msg} (SQLSTATE {sqlstate})", sqlstate)
+    return e  # not ours to translate
+
+
+def first_line(e: BaseException) -> str:
+    """The error's first line, without CONTEXT / query text."""
+    diag = getattr(e, "diag", None)
+    msg = diag.message_primary if diag is not None and diag.message_primary else str(e)
+    lines = [l for l in msg.strip().splitlines() if l.strip()]
+    return (lines[0].strip() if lines else type(e).__name__)[:300]
+
+
+def _call(pool: psycopg_pool.ConnectionPool, query: str, params: dict | None = None, *, timeout: float = 2.0):
+    try:
+        with pool.connection(timeout=timeout) as conn:
+            with conn.cursor() as cur:
+                cur.execute(query, params)
+                return cur.fetchall() if cur.description else []
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as e:
+        raise translate(e) from e
+
+
+def _seconds(v: float | timedelta) -> timedelta:
+    return v if isinstance(v, timedelta) else timedelta(seconds=float(v))
+
+
+# -- runner calls -------------------------------------------------------------------
+
+
+def reclaim(pool) -> int:
+    """Expired leases back to queued (or review/failed, as the SQL decides)."""
+    return _call(pool, "SELECT mailroom.reclaim() AS n")[0]["n"]
+
+
+def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender: str | None) -> list[dict]:
+    """Lease up to `limit` due messages for this worker (one lease token per batch)."""
+    return _call(
+        pool,
+        "SELECT * FROM mailroom.claim_batch(p_worker => %(worker)s, p_limit => %(limit)s,"
+        " p_lease => %(lease)s, p_sender => %(sender)s)",
+        {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
+    )
+
+
+def mark_outcomes(pool, results: list[dict]) -> int:
+    """Record a list of {"id", "token", "outcome", ...} in one call; returns how many applied."""
+    return _call(
+        pool, "SELECT mailroom.mark_outcomes(%(results)s) AS n", {"results": Jsonb(results)}
+    )[0]["n"]
+
+
+def extend_lease(pool, ids: list[int], token, lease: float | timedelta) -> int:
+    return _call(
+        pool,
+        "SELECT mailroom.extend_lease(%(ids)s, %(token)s, %(lease)s) AS n",
+        {"ids": list(ids), "token": token, "lease": _seconds(lease)},
+    )[0]["n"]
+
+
+def release(pool, ids: list[int], token) -> int:
+    """Hand claims not yet sent back to the queue at once (graceful shutdown)."""
+    return _call(
+        pool, "SELECT mailroom.release(%(ids)s, %(token)s) AS n", {"ids": list(ids), "token": token}
+    )[0]["n"]
+
+
+def get_templates(pool, keys: list[str]) -> list[dict]:
+    return _call(
+        pool,
+        "SELECT key, subject, body_text, body_html, updated_at FROM mailroom.get_templates(%(keys)s)",
+        {"keys": list(keys)},
+    )
+
+
+def listen(conn: psycopg.Connection, channel: str = CHANNEL) -> None:
+    """Subscribe an autocommit connection to the queue's wake-up channel."""
+    try:
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    except psycopg.Error as e:
+        raise translate(e) from e
+
+
+# -- demo and test helpers (superuser on the embedded cluster) -----------------------
+
+
+def upsert_template(pool, key: str, subject: str, body_text: str, body_html: str | None) -> None:
+    _call(
+        pool,
+        "SELECT mailroom.upsert_template(%(k)s, %(s)s, %(t)s, %(h)s)",
+        {"k": key, "s": subject, "t": body_text, "h": body_html},
+    )
+
+
+def enqueue_demo_batch(pool, first: int, last: int, template: str, run: str) -> int:
+    """Enqueue recipients first..last of the demo, each with its own variables."""
+    return _call(
+        pool,
+        "SELECT count(mailroom.enqueue("
+        "  p_to => format('user%%s@demo.mailroom.invalid', i),"
+        "  p_template => %(template)s,"
+        "  p_vars => jsonb_build_object('name', format('Recipient %%s', i), 'n', i,"
+        "                               'code', md5(i::text || %(run)s)),"
+        "  p_delivery_key => format('demo:%%s:%%s', %(run)s::text, i))) AS n"
+        " FROM generate_series(%(first)s::int, %(last)s::int) AS i",
+        {"first": first, "last": last, "template": template, "run": run},
+        timeout=30,
+    )[0]["n"]
+
+
+def status_counts(pool) -> dict[str, int]:
+    rows = _call(pool, "SELECT status, count(*)::int AS n FROM mailroom.messages GROUP BY status")
+    return {r["status"]: r["n"] for r in rows}
+
+
+def attempt_counts(pool) -> dict[str, int]:
+    rows = _call(
+        pool,
+        "SELECT coalesce(outcome, 'in_flight') AS outcome, count(*)::int AS n"
+        " FROM mailroom.attempts GROUP BY 1",
+    )
+    return {r["outcome"]: r["n"] for r in rows}

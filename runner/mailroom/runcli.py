@@ -1,0 +1,201 @@
+"""The `mailroom run` and `mailroom sink` commands (registered in cli.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import ssl
+import sys
+import threading
+
+import click
+
+from mailroom import logs
+
+
+def _env(name: str) -> dict:
+    return {"envvar": f"MAILROOM_{name}", "show_envvar": True}
+
+
+log_options = [
+    click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                 help="One line per event: key=value text, or one JSON object.", **_env("LOG_FORMAT")),
+    click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+                 show_default=True, help="debug also logs every sent mail.", **_env("LOG_LEVEL")),
+]
+
+
+def _with(options):
+    def deco(f):
+        for o in reversed(options):
+            f = o(f)
+        return f
+    return deco
+
+
+@click.command("run")
+@click.option("--dsn", required=True, metavar="URL",
+              help="libpq connection string or URL of the mailroom database "
+                   "(a role granted mailroom_runner). Example: postgresql://runner@db/app",
+              **_env("DSN"))
+@click.option("--smtp", "smtp_url", required=True, metavar="URL",
+              help="Where mail goes: smtp://[user:pass@]host[:port][?starttls][&timeout=S][&cafile=PATH]"
+                   "[&verify=0], smtps://..., file://DIR (maildir) or null://.",
+              **_env("SMTP_URL"))
+@click.option("--concurrency", type=click.IntRange(1, 512), default=8, show_default=True,
+              help="Sending threads, each with one SMTP connection kept open.", **_env("CONCURRENCY"))
+@click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Messages claimed per claim_batch call.", **_env("BATCH"))
+@click.option("--lease", type=click.FloatRange(2, 86400), default=300.0, show_default=True,
+              help="Seconds a claim is held; extended at half while sending.", **_env("LEASE"))
+@click.option("--sender", default=None, metavar="NAME",
+              help="Serve only messages of this sender profile (default: all).", **_env("SENDER"))
+@click.option("--from", "from_address", default="mailroom@localhost", show_default=True, metavar="ADDRESS",
+              help="From header and envelope sender when a message sets no From header; "
+                   "its domain is also the Message-ID domain.", **_env("FROM"))
+@click.option("--message-id-domain", default=None, metavar="DOMAIN",
+              help="Domain of Message-IDs (default: the --from domain). Keep it the same on every runner.",
+              **_env("MESSAGE_ID_DOMAIN"))
+@click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
+              help="Seconds between claims when idle and no NOTIFY arrives.", **_env("POLL_INTERVAL"))
+@click.option("--grace", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
+              help="Seconds in-flight sends may take to finish after SIGTERM/SIGINT.", **_env("GRACE"))
+@click.option("--smtp-timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Socket timeout of each SMTP step (the URL's ?timeout= wins).", **_env("SMTP_TIMEOUT"))
+@click.option("--worker", default=None, metavar="NAME",
+              help="Name in the attempts ledger (default: host:pid).", **_env("WORKER"))
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port (0 or unset: off).", **_env("METRICS_PORT"))
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+              help="Address the metrics server binds to.", **_env("METRICS_ADDR"))
+@click.option("--exit-when-idle", is_flag=True, default=False,
+              help="Exit once the queue has nothing due and nothing is in flight (for cron-style use).",
+              **_env("EXIT_WHEN_IDLE"))
+@_with(log_options)
+def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
+            poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
+            log_format, log_level):
+    """Claim, render and send mail until stopped.
+
+    The loop: reclaim -> claim_batch -> render -> send on N threads -> one
+    mark_outcomes call per 100 ms. Idle runners wait on LISTEN mailroom.
+    SIGTERM or SIGINT: stop claiming, finish in-flight sends within --grace,
+    record them and release the rest; a second signal exits at once.
+
+    Exit codes: 0 stopped cleanly, 1 the database could not be reached at
+    start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
+    4 outcomes could not be written at shutdown.
+    """
+    from mailroom import metrics
+    from mailroom.runner import FatalError, Runner, Settings, default_worker_name
+    from mailroom.transport import Transport, TransportConfigError, parse_url
+
+    logs.setup(log_format, log_level)
+    try:
+        url = parse_url(smtp_url, default_timeout=smtp_timeout)
+        settings = Settings(
+            dsn=dsn, smtp=smtp_url, concurrency=concurrency, batch=batch, lease=lease, sender=sender,
+            poll_interval=poll_interval, grace=grace, from_address=from_address,
+            message_id_domain=message_id_domain, worker=worker or default_worker_name(),
+            smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle,
+        )
+        runner = Runner(settings, Transport(url))
+    except (TransportConfigError, ValueError) as e:
+        click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
+        sys.exit(2)
+    runner.install_signal_handlers()
+    if metrics_port:
+        try:
+            metrics.serve(metrics_port, metrics_addr)
+        except OSError as e:
+            click.echo(f"mailroom: --metrics-port {metrics_port}: {e}", err=True)
+            sys.exit(2)
+    try:
+        code = runner.run()
+    except FatalError as e:  # cannot reach the database at start: a supervisor may retry
+        click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
+        sys.exit(1)
+    sys.exit(code)
+
+
+@click.command("sink")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.", **_env("SINK_HOST"))
+@click.option("--port", type=click.IntRange(0, 65535), default=2525, show_default=True,
+              help="Port to listen on (0: a free one, printed at start).", **_env("SINK_PORT"))
+@click.option("--store", type=click.Path(file_okay=False), default=None,
+              help="Store every accepted mail in this maildir.", **_env("SINK_STORE"))
+@click.option("--stats-file", type=click.Path(dir_okay=False), default=None,
+              help="Keep a JSON stats file up to date (every 0.25 s and at exit).", **_env("SINK_STATS_FILE"))
+@click.option("--reply", default=None, metavar="'CODE TEXT'",
+              help="Answer this instead of accepting, e.g. '451 4.3.0 Try again later'.", **_env("SINK_REPLY"))
+@click.option("--reply-stage", type=click.Choice(["rcpt", "data"]), default="data", show_default=True,
+              help="Answer --reply to RCPT TO or after the body.")
+@click.option("--reply-to", "reply_rcpt", default="", metavar="TEXT",
+              help="Only for recipients containing TEXT.")
+@click.option("--reply-times", type=click.IntRange(0), default=0, show_default=True,
+              help="Only the first N attempts of each Message-ID (0: always).")
+@click.option("--drop", is_flag=True,
+              help="Close the connection after the body without answering (the sender cannot "
+                   "know the outcome: ambiguous). Honours --reply-to and --reply-times.")
+@click.option("--delay", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="Seconds to wait before accepting each mail.", **_env("SINK_DELAY"))
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="PEM certificate: offer STARTTLS (with --tls-key).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None, help="PEM private key.")
+@click.option("--implicit-tls", is_flag=True, help="TLS from the first byte (smtps://) instead of STARTTLS.")
+@click.option("--auth", default=None, metavar="USER:PASSWORD",
+              help="Require AUTH with these credentials.", **_env("SINK_AUTH"))
+def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, reply_times, drop, delay,
+             tls_cert, tls_key, implicit_tls, auth):
+    """A local SMTP server for the demo, tests and benchmarks.
+
+    Counts what it receives, reports duplicates by Message-ID, optionally
+    stores mail and answers given codes. Runs until SIGTERM/SIGINT, then
+    prints its stats as one JSON line on stdout.
+    """
+    from mailroom.sink import Rule, Sink, free_port
+
+    rules = []
+    if reply:
+        try:
+            rules.append(Rule.parse(reply, stage=reply_stage, rcpt_contains=reply_rcpt, times=reply_times))
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--reply") from None
+    if drop:
+        rules.append(Rule(drop=True, rcpt_contains=reply_rcpt, times=reply_times))
+    ctx = None
+    if tls_cert or tls_key:
+        if not (tls_cert and tls_key):
+            raise click.UsageError("--tls-cert and --tls-key go together")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(tls_cert, tls_key)
+    elif implicit_tls:
+        raise click.UsageError("--implicit-tls needs --tls-cert and --tls-key")
+    credentials = None
+    if auth:
+        user, sep, password = auth.partition(":")
+        if not sep:
+            raise click.BadParameter("expected USER:PASSWORD", param_hint="--auth")
+        credentials = (user, password)
+    sink = Sink(
+        host, port or free_port(host), rules=rules, delay=delay, store=store, stats_file=stats_file,
+        starttls_context=None if implicit_tls else ctx, tls_context=ctx if implicit_tls else None,
+        auth=credentials,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    sink.start()
+    click.echo(f"mailroom sink: listening on {host}:{sink.port}", err=True)
+    while not stop.wait(0.5):
+        pass
+    sink.stop()
+    click.echo(json.dumps(sink.stats()))
+
+
+def register(group: click.Group) -> None:
+    from mailroom.demo import demo_cmd
+
+    group.add_command(run_cmd)
+    group.add_command(sink_cmd)
+    group.add_command(demo_cmd)

@@ -1,0 +1,87 @@
+"""Building mail: parsed back with Python's email parser, which must agree."""
+
+from __future__ import annotations
+
+from email import message_from_bytes, policy
+
+import pytest
+
+from mailroom.render import Renderer, RenderError, message_id
+
+ROW = {"id": 1, "delivery_key": "order-7", "to_address": "zoe@example.com"}
+
+
+def _parse(data: bytes):
+    assert b"\r\n" in data and b"\n" not in data.replace(b"\r\n", b"")  # CRLF only
+    return message_from_bytes(data, policy=policy.default)
+
+
+@pytest.fixture
+def r():
+    r = Renderer("Zoë’s Shop <shop@example.com>")
+    r.load([{"key": "t", "updated_at": 1, "subject": "Hi {{ name }}", "body_text": "Hello {{ name }}",
+             "body_html": "<p>{{ name }}</p>"}])
+    return r
+
+
+def test_literal_text_and_html(r):
+    long_subject = "Ünïcödé subject " * 12
+    b = r.build({**ROW, "subject": long_subject, "body_text": "x" * 1200 + "\nZoë\n", "body_html": "<b>ok</b>",
+                 "headers": {"Reply-To": "Zoë Support <help@example.com>", "X-Tag": "a"}})
+    m = _parse(b.data)
+    assert m["Subject"] == " ".join(long_subject.split())
+    assert m["From"].addresses[0].display_name == "Zoë’s Shop"
+    assert m["Reply-To"].addresses[0].addr_spec == "help@example.com"
+    assert m["Message-ID"] == message_id("order-7", "example.com") == b.message_id
+    assert m.get_body(("plain",)).get_content().replace("\r\n", "\n") == "x" * 1200 + "\nZoë\n"
+    assert m.get_body(("html",)).get_content().strip() == "<b>ok</b>"
+    assert max(len(line) for line in b.data.split(b"\r\n")) <= 998
+    assert b.envelope_from == "shop@example.com" and b.rcpt == "zoe@example.com"
+
+
+def test_same_delivery_key_same_message_id(r):
+    a = r.build({**ROW, "subject": "a", "body_text": "a"})
+    b = r.build({**ROW, "subject": "b", "body_text": "b"})
+    c = r.build({**ROW, "delivery_key": "order-8", "subject": "a", "body_text": "a"})
+    assert a.message_id == b.message_id != c.message_id
+
+
+@pytest.mark.parametrize("body", [{"body_text": "only text"}, {"body_html": "<p>only html</p>"}])
+def test_single_part(r, body):
+    m = _parse(r.build({**ROW, "subject": "s", **body}).data)
+    assert not m.is_multipart()
+    assert m.get_content_type() == ("text/plain" if "body_text" in body else "text/html")
+
+
+def test_template_renders_escapes_html_and_caches_by_version(r):
+    m = _parse(r.build({**ROW, "template_key": "t", "template_vars": {"name": "<Zoë>"}}).data)
+    assert m["Subject"] == "Hi <Zoë>"
+    assert m.get_body(("html",)).get_content().strip() == "<p>&lt;Zoë&gt;</p>"
+    r.load([{"key": "t", "updated_at": 2, "subject": "v2 {{ name }}", "body_text": "x", "body_html": None}])
+    assert r.cached_version("t") == 2
+    assert _parse(r.build({**ROW, "template_key": "t", "template_vars": {"name": "n"}}).data)["Subject"] == "v2 n"
+
+
+@pytest.mark.parametrize("row,problem", [
+    ({"template_key": "t", "template_vars": {}}, "'name' is undefined"),
+    ({"template_key": "missing"}, "not found"),
+    ({"subject": "s", "body_text": "b", "headers": {"X-Evil": "a\r\nBcc: victim@example.com"}}, "line break"),
+    ({"subject": "s", "body_text": "b", "headers": {"Bad Name": "x"}}, "not a valid header name"),
+    ({"subject": "s"}, "neither a text nor an HTML body"),
+])
+def test_render_errors(r, row, problem):
+    with pytest.raises(RenderError, match=problem):
+        r.build({**ROW, **row})
+
+
+def test_sandbox_blocks_unsafe_attributes(r):
+    r.load([{"key": "evil", "updated_at": 1, "subject": "{{ ''.__class__.__mro__ }}", "body_text": "x",
+             "body_html": None}])
+    with pytest.raises(RenderError, match="evil"):
+        r.build({**ROW, "template_key": "evil", "template_vars": {}})
+
+
+def test_template_syntax_error_fails_the_message(r):
+    r.load([{"key": "broken", "updated_at": 1, "subject": "{% if %}", "body_text": "x", "body_html": None}])
+    with pytest.raises(RenderError, match="syntax error"):
+        r.build({**ROW, "template_key": "broken"})

@@ -1,0 +1,66 @@
+"""Shutdown: SIGTERM mid-batch records what was sent and hands back the rest."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from mailroom.sink import Sink
+from tests.runnerkit import RunnerProcess, enqueue, statuses, wait_for
+
+
+def _enqueue_many(conn, n: int) -> None:
+    conn.execute(
+        "SELECT count(mailroom.enqueue(p_to => format('u%%s@example.com', i), p_subject => 's',"
+        " p_body_text => 'b')) FROM generate_series(1, %s) AS i", [n])
+
+
+def test_sigterm_mid_batch_leaves_nothing_sending(db_url, conn):
+    _enqueue_many(conn, 200)
+    with Sink(delay=0.02) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "4", "--batch", "50", "--grace", "10"
+    ) as r:
+        wait_for(lambda: sink.stats()["received"] >= 20, what="some mail delivered")
+        r.signal(signal.SIGTERM)
+        assert r.wait() == 0, r.log()
+        log = r.log()
+        received = sink.stats()["received"]
+
+    counts = statuses(conn)
+    assert "sending" not in counts, counts
+    assert set(counts) <= {"sent", "queued"}, counts
+    assert counts["sent"] == received  # every delivered mail is recorded
+    assert counts["queued"] == 200 - received > 0
+    ledger = {r["outcome"]: r["n"] for r in conn.execute(
+        "SELECT coalesce(outcome, 'open') AS outcome, count(*) AS n FROM mailroom.attempts GROUP BY 1")}
+    assert "open" not in ledger and ledger["released"] > 0
+    assert conn.execute("SELECT max(attempts) AS m FROM mailroom.messages"
+                        " WHERE status = 'queued'").fetchone()["m"] == 0  # release did not count
+    assert "runner.stopping" in log and "reason=SIGTERM" in log
+
+
+def test_second_signal_exits_at_once(db_url, conn):
+    enqueue(conn, "slow@example.com", subject="s", body_text="b")
+    with Sink(delay=20) as sink, RunnerProcess(db_url, sink.url(), "--grace", "60") as r:
+        wait_for(lambda: sink.stats()["attempts"] >= 1, what="the slow mail in flight")
+        r.signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert r.proc.poll() is None  # the first signal waits for the send
+        t0 = time.monotonic()
+        r.signal(signal.SIGINT)
+        code = r.wait(5)
+        assert time.monotonic() - t0 < 2
+        assert code == 128 + signal.SIGINT, r.log()
+    assert statuses(conn) == {"sending": 1}  # the lease expires and reclaim recovers it
+
+
+def test_grace_bounds_the_wait_for_a_hung_send(db_url, conn):
+    enqueue(conn, "hung@example.com", subject="s", body_text="b")
+    with Sink(delay=30) as sink, RunnerProcess(db_url, sink.url(), "--grace", "0.5") as r:
+        wait_for(lambda: sink.stats()["attempts"] >= 1, what="the send in flight")
+        t0 = time.monotonic()
+        r.signal(signal.SIGTERM)
+        assert r.wait(10) == 0, r.log()
+        assert time.monotonic() - t0 < 5
+        assert "runner.grace_exceeded" in r.log()
+    assert statuses(conn) == {"sending": 1}  # unknown outcome: the lease decides, not a guess

@@ -6,13 +6,16 @@
    to other domains: the capped domain likewise (within 10 % of 5/s, no bucket
    above 5), while the others flow at full speed.
 
-Runners are simulated (tests/send_rate_harness.py: claim_batch -> SMTP to an
-aiosmtpd sink on loopback -> mark_outcomes, in 4 threads). Exits non-zero when
-a bound is missed. Run: make bench, or .venv/bin/python bench/send_rates.py.
+Runners are 4 real `mailroom run` processes (--batch 25 --poll-interval 0.05)
+sending to an aiosmtpd sink on loopback (tests/send_rate_harness.py); set
+BENCH_SIMULATED_RUNNERS=1 for threads that claim/send/report instead and wait
+what send_rate_retry_after() says after a short claim. Exits non-zero when a
+bound is missed. Run: make bench, or .venv/bin/python bench/send_rates.py.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +24,10 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from _common import scratch_database  # noqa: E402
-from tests.send_rate_harness import Sink, enqueue, report, run_runners  # noqa: E402
+from tests.send_rate_harness import Sink, enqueue, report, run_mailroom_runners, run_runners  # noqa: E402
+
+SIMULATED = os.environ.get("BENCH_SIMULATED_RUNNERS") == "1"
+run = run_runners if SIMULATED else run_mailroom_runners
 
 
 def check(ok: bool, what: str, failures: list[str]) -> None:
@@ -32,14 +38,15 @@ def check(ok: bool, what: str, failures: list[str]) -> None:
 
 def main() -> int:
     failures: list[str] = []
-    print("mailroom bench: send rates (4 simulated runners, batch 25, aiosmtpd sink on loopback)")
+    kind = "simulated runner threads" if SIMULATED else "`mailroom run` processes"
+    print(f"mailroom bench: send rates (4 {kind}, batch 25, aiosmtpd sink on loopback)")
 
     with scratch_database("mailroom_bench_sender") as url:
         with psycopg.connect(url, autocommit=True) as c:
             c.execute("SELECT mailroom.set_sender_limits('default', 50)")
             enqueue(c, "example.com", 3000)
         with Sink() as sink:
-            run_runners(url, sink, 3000, runners=4, timeout=150)
+            run(url, sink, 3000, runners=4, timeout=150)
             r = report(sink.arrivals())
         print(r.line("sender limited to 50/s"))
         check(45 <= r.rate <= 55, f"rate {r.rate:.2f}/s within 10 % of 50/s", failures)
@@ -52,7 +59,7 @@ def main() -> int:
             for i in range(10):
                 enqueue(c, f"free{i}.test", 285)
         with Sink() as sink:
-            run_runners(url, sink, 3000, runners=4, timeout=150)
+            run(url, sink, 3000, runners=4, timeout=150)
             capped = report(sink.arrivals("capped.test"))
             others = report(sink.arrivals(exclude="capped.test"))
         print(capped.line("capped.test limited to 5/s"))

@@ -2,10 +2,10 @@
 bench/send_rates.py (the full 3,000-mail runs).
 
 A real SMTP sink (aiosmtpd on 127.0.0.1) stamps the arrival time of every
-recipient; runners are simulated by threads doing what `mailroom run` does
-around the database: claim_batch -> send over one kept-open SMTP connection
--> mark_outcomes; after a short claim they wait what
-mailroom.send_rate_retry_after() says (or 50 ms when it says NULL).
+recipient. Runners are real `mailroom run` processes (run_mailroom_runners),
+or threads doing what a runner does around the database (run_runners:
+claim_batch -> SMTP -> mark_outcomes, waiting after a short claim what
+mailroom.send_rate_retry_after() says).
 """
 
 from __future__ import annotations
@@ -122,6 +122,30 @@ def run_runners(db_url: str, sink: Sink, expected: int, *, runners: int = 4, bat
         t.join(timeout=15)
     if errors:
         raise errors[0]
+    assert sink.count() >= expected, f"only {sink.count()} of {expected} mails arrived within {timeout} s"
+
+
+def run_mailroom_runners(db_url: str, sink: Sink, expected: int, *, runners: int = 4, batch: int = 25,
+                         poll: float = 0.05, timeout: float = 120.0) -> None:
+    """Start `runners` real `mailroom run` processes against the sink, wait until
+    it has `expected` mails, stop them with SIGTERM."""
+    from tests.runnerkit import RunnerProcess
+
+    procs = [RunnerProcess(db_url, f"smtp://127.0.0.1:{sink.port}?timeout=10",
+                           "--batch", str(batch), "--poll-interval", str(poll), "--concurrency", "4",
+                           "--worker", f"drill-{i}", "--log-level", "warning")
+             for i in range(runners)]
+    try:
+        deadline = time.monotonic() + timeout
+        while sink.count() < expected and time.monotonic() < deadline:
+            dead = [p for p in procs if p.proc.poll() is not None]
+            assert not dead, "a runner exited:\n" + dead[0].log()
+            time.sleep(0.05)
+        for p in procs:
+            p.stop()
+    finally:
+        for p in procs:
+            p.close()
     assert sink.count() >= expected, f"only {sink.count()} of {expected} mails arrived within {timeout} s"
 
 

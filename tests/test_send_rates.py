@@ -2,8 +2,7 @@
 versions that run in `make test`. bench/send_rates.py runs the full ones
 (3,000 mails, a minute or more) and prints the figures.
 
-Runners are simulated (claim_batch -> SMTP -> mark_outcomes loops in threads)
-until `mailroom run` lands on main."""
+Runners are four real `mailroom run` processes (--batch 25 --poll-interval 0.05)."""
 
 from __future__ import annotations
 
@@ -11,14 +10,14 @@ import json
 
 import pytest
 
-from tests.send_rate_harness import Sink, enqueue, report, run_runners
+from tests.send_rate_harness import Sink, enqueue, report, run_mailroom_runners
 
 
 def test_a_sender_limit_holds_across_four_runners(db_url, conn):
     conn.execute("SELECT mailroom.set_sender_limits('default', 50)")
     enqueue(conn, "example.com", 150)
     with Sink() as sink:
-        run_runners(db_url, sink, 150, runners=4, timeout=30)
+        run_mailroom_runners(db_url, sink, 150, runners=4, timeout=40)
         r = report(sink.arrivals())
     print(r.line("sender 50/s"))
     assert r.max_bucket <= 55, r.per_bucket
@@ -36,7 +35,7 @@ def test_a_capped_domain_trickles_while_other_domains_flow(db_url, conn):
     for i in range(3):
         enqueue(conn, f"free{i}.test", 100)
     with Sink() as sink:
-        run_runners(db_url, sink, 315, runners=4, timeout=30)
+        run_mailroom_runners(db_url, sink, 315, runners=4, timeout=40)
         capped = report(sink.arrivals("capped.test"))
         others = report(sink.arrivals(exclude="capped.test"))
     print(capped.line("capped.test 5/s"), "|", others.line("other domains"))

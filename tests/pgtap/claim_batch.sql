@@ -1,6 +1,6 @@
 -- Tests for mailroom:claim_batch
 BEGIN;
-SELECT plan(33);
+SELECT plan(36);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -113,6 +113,18 @@ SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM ma
   'the default row (1/s) limits every domain without a row of its own, each on its own; capped.test keeps its 3/s');
 SELECT is((SELECT slot_hits FROM mailroom.rate_limits WHERE key = 'mailroom/domain/other.test/s'), ARRAY[1],
   'a default-limited domain records its sends');
+
+-- A per-minute limit alone (no default domain limit any more).
+SELECT mailroom.set_domain_limits('*', NULL, NULL);
+SELECT mailroom.enqueue('m' || g || '@minute.test', 'Hi', 'B', p_delivery_key => 'min-' || g, p_sender => 'minutely', p_send_at => '2030-02-01Z', p_now => '2030-02-01Z')
+  FROM generate_series(1, 8) g;
+SELECT mailroom.set_sender_limits('minutely', NULL, 5);
+SELECT results_eq($$SELECT count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', 'minutely', '2030-02-01 00:02:00Z')$$,
+  $$VALUES (5)$$, 'a sender limited to 5 per minute gets 5');
+SELECT is_empty($$SELECT * FROM mailroom.claim_batch('w', 100, '1 minute', 'minutely', '2030-02-01 00:02:30Z')$$,
+  'and nothing more within that minute');
+SELECT results_eq($$SELECT count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', 'minutely', '2030-02-01 00:03:02Z')$$,
+  $$VALUES (3)$$, 'a minute (and a slot) later the rest');
 
 SET LOCAL ROLE mailroom_runner;
 SELECT lives_ok($$SELECT * FROM mailroom.claim_batch('as-runner', 1)$$, 'the runner role can claim');

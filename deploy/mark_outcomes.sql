@@ -147,7 +147,9 @@ BEGIN
     UPDATE mailroom.attempts a
     SET reported      = i.outcome,
         outcome       = CASE WHEN i.is_live THEN i.outcome ELSE 'stale' END,
-        finished_at   = p_now,
+        -- A late report keeps the time its lease expired.
+        finished_at   = coalesce(a.finished_at, p_now),
+        reported_at   = p_now,
         smtp_code     = i.smtp_code,
         smtp_enhanced = i.smtp_enhanced,
         smtp_text     = left(i.detail, 1000),

@@ -12,6 +12,7 @@ CREATE TABLE mailroom.attempts (
   lease_token   uuid,
   claimed_at    timestamptz,
   finished_at   timestamptz,
+  reported_at   timestamptz,
   reported      text,
   outcome       text,
   smtp_code     smallint,
@@ -41,6 +42,8 @@ COMMENT ON COLUMN mailroom.attempts.reported IS
   'What the runner said: sent, retry, failed or ambiguous; NULL if it never reported (crash, lease expiry).';
 COMMENT ON COLUMN mailroom.attempts.outcome IS
   'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL while in flight.';
+COMMENT ON COLUMN mailroom.attempts.reported_at IS
+  'When the runner reported; later than finished_at for a report that arrived after the lease expired.';
 COMMENT ON COLUMN mailroom.attempts.duplicate IS
   'A successful send reported for a delivery key that already had one: the recipient got the mail twice.';
 

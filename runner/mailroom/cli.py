@@ -83,6 +83,11 @@ from mailroom import runcli  # noqa: E402
 
 runcli.register(main)
 
+# Operator commands (status, inspect, retry, cancel, review) live in their own module.
+from mailroom import operations as _operations  # noqa: E402
+
+_operations.register(main)
+
 
 if __name__ == "__main__":
     main()

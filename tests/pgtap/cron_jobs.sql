@@ -8,7 +8,7 @@ BEGIN
   IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron') THEN
     RETURN 'mailroom-materialize * * * * *,mailroom-reclaim * * * * *';  -- nothing to check without pg_cron
   END IF;
-  EXECUTE $q$SELECT string_agg(jobname || ' ' || schedule, ',' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'mailroom-%'$q$ INTO v;
+  EXECUTE $q$SELECT string_agg(jobname || ' ' || schedule, ',' ORDER BY jobname) FROM cron.job WHERE jobname IN ('mailroom-materialize', 'mailroom-reclaim')$q$ INTO v;
   RETURN v;
 END $$;
 CREATE FUNCTION pg_temp.commands() RETURNS text LANGUAGE plpgsql AS $$
@@ -17,7 +17,7 @@ BEGIN
   IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron') THEN
     RETURN 'SELECT mailroom.materialize_schedules(); SELECT mailroom.finish_campaigns()|SELECT mailroom.reclaim()';
   END IF;
-  EXECUTE $q$SELECT string_agg(command, '|' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'mailroom-%'$q$ INTO v;
+  EXECUTE $q$SELECT string_agg(command, '|' ORDER BY jobname) FROM cron.job WHERE jobname IN ('mailroom-materialize', 'mailroom-reclaim')$q$ INTO v;
   RETURN v;
 END $$;
 

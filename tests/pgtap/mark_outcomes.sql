@@ -83,9 +83,10 @@ SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'to
 FROM c2 WHERE delivery_key = 'amb-retry';
 SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'amb-retry'$$,
   $$VALUES ('sent'::text, 'late outcome'::text)$$, 'a late sent for an expired attempt settles a review row as sent');
-SELECT results_eq($$SELECT reported, outcome FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
+SELECT results_eq($$SELECT reported, outcome, finished_at, reported_at FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
                     WHERE c2.delivery_key = 'amb-retry'$$,
-  $$VALUES ('sent'::text, 'stale'::text)$$, 'the ledger shows the late report as stale');
+  $$VALUES ('sent'::text, 'stale'::text, '2030-01-01 01:05Z'::timestamptz, '2030-01-01 01:06Z'::timestamptz)$$,
+  'the ledger shows the late report as stale, keeping the expiry time');
 
 -- A second successful send of the same key is recorded and flagged.
 UPDATE mailroom.messages SET status = 'queued', sent_at = NULL, run_at = '2030-01-01Z' WHERE delivery_key = 'ok';

@@ -1,0 +1,350 @@
+"""Operator commands: `mailroom status`, `inspect`, `retry`, `cancel`, `review`.
+
+Every command is a thin reader of the recovery contract in the database (the
+operator views and functions of the `mailroom` schema); nothing here decides
+anything the SQL does not. The DSN's role needs `mailroom_operator`.
+
+Exit codes: 0 ok, 1 nothing found, 2 bad input (SQLSTATE 22023, 55000,
+P0002), 3 database unreachable, 4 permission denied (role lacks mailroom_operator).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import psycopg
+from psycopg.rows import dict_row
+
+from mailroom.embedded import Cluster, ClusterError
+
+# --- SQL, in one place -------------------------------------------------------
+
+SQL_QUEUE_STATS = "SELECT * FROM mailroom.queue_stats"
+SQL_METRICS = "SELECT * FROM mailroom.delivery_metrics(%(window)s::interval)"
+SQL_LEASES = """
+    SELECT count(*) FILTER (WHERE NOT reclaimed) AS expired_unreclaimed,
+           count(*) FILTER (WHERE reclaimed AND expired_at > now() - interval '1 hour') AS expired_last_hour
+    FROM mailroom.expired_leases
+"""
+SQL_DUPLICATES = """
+    SELECT certainty, count(*) AS keys
+    FROM mailroom.duplicate_deliveries
+    WHERE last_sent_at > now() - %(window)s::interval
+    GROUP BY certainty ORDER BY certainty
+"""
+SQL_CAMPAIGNS_EXIST = "SELECT to_regclass('mailroom.campaign_progress') IS NOT NULL AS present"
+SQL_CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress"
+SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
+SQL_RETRY = "SELECT * FROM mailroom.retry(%(ids)s::bigint[])"
+SQL_RETRY_CAMPAIGN = "SELECT mailroom.retry_campaign(%(campaign)s) AS retried"
+SQL_CANCEL = "SELECT * FROM mailroom.cancel(%(ids)s::bigint[], %(reason)s)"
+SQL_REVIEW_LIST = "SELECT * FROM mailroom.review_queue LIMIT %(limit)s"
+SQL_RESOLVE = "SELECT mailroom.resolve_review(%(id)s, %(decision)s) AS status"
+
+EXIT_NOT_FOUND = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 3
+EXIT_FORBIDDEN = 4
+
+
+class OperatorError(click.ClickException):
+    """A one-line message and an exit code for the operator."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"mailroom: {self.message}", err=True)
+
+
+def _default_dsn() -> str:
+    try:
+        return Cluster.for_checkout().url()
+    except ClusterError as e:
+        raise OperatorError(f"no --dsn or MAILROOM_DSN given, and no embedded cluster: {e}", EXIT_UNREACHABLE) from e
+
+
+@contextmanager
+def _connection(dsn: str | None) -> Iterator[psycopg.Connection]:
+    """An autocommit connection; database errors become OperatorError by SQLSTATE."""
+    try:
+        conn = psycopg.connect(dsn or _default_dsn(), autocommit=True, row_factory=dict_row,
+                               application_name="mailroom-operator")
+    except psycopg.OperationalError as e:
+        raise OperatorError(f"cannot connect: {str(e).strip().splitlines()[0]}", EXIT_UNREACHABLE) from e
+    try:
+        with conn:
+            yield conn
+    except psycopg.Error as e:
+        state = e.diag.sqlstate or ""
+        text = e.diag.message_primary or str(e).strip()
+        if state == "42501":
+            raise OperatorError(f"{text} (the role needs mailroom_operator)", EXIT_FORBIDDEN) from e
+        if state in ("22023", "55000", "P0002", "22007", "22008", "22P02"):
+            raise OperatorError(text.removeprefix("mailroom: "), EXIT_BAD_INPUT) from e
+        if isinstance(e, psycopg.OperationalError):
+            raise OperatorError(f"database connection lost: {text}", EXIT_UNREACHABLE) from e
+        raise
+
+
+# --- rendering ---------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=False))
+
+
+def _human(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+        if seconds < 60:
+            return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+        minutes, secs = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        days, hours = divmod(hours, 24)
+        if days:
+            return f"{days}d{hours}h"
+        if hours:
+            return f"{hours}h{minutes:02d}m"
+        return f"{minutes}m{secs:02d}s"
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, (list, tuple)):
+        return ",".join(_human(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], max_width: int = 60) -> str:
+    """A plain aligned text table of the given (key, heading) columns."""
+    cells = [[_human(r.get(key))[:max_width] for key, _ in columns] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (_, h) in enumerate(columns)]
+    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+# --- commands ----------------------------------------------------------------
+
+dsn_option = click.option(
+    "--dsn", envvar="MAILROOM_DSN", default=None, metavar="URL",
+    help="libpq URL of the database (role with mailroom_operator). Default: $MAILROOM_DSN, "
+         "else the embedded cluster of this checkout.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+
+
+@click.command("status")
+@dsn_option
+@json_option
+@click.option("--window", default="1 hour", show_default=True, help="Window for the delivery metrics (a PostgreSQL interval).")
+def status(dsn: str | None, as_json: bool, window: str) -> None:
+    """Queue depth and age per sender and status, leases, review items,
+    duplicates, delivery metrics, campaigns and warnings."""
+    with _connection(dsn) as conn:
+        stats = conn.execute(SQL_QUEUE_STATS).fetchall()
+        metrics = conn.execute(SQL_METRICS, {"window": window}).fetchall()
+        leases = conn.execute(SQL_LEASES).fetchone()
+        duplicates = {r["certainty"]: r["keys"] for r in conn.execute(SQL_DUPLICATES, {"window": window})}
+        campaigns = None
+        if conn.execute(SQL_CAMPAIGNS_EXIST).fetchone()["present"]:
+            campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+    queue = [r for r in stats if r["kind"] == "queue"]
+    warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
+                for r in stats if r["kind"] == "warning"]
+    review = sum(r["messages"] for r in queue if r["status"] == "review")
+    report = {
+        "queue": [{k: r[k] for k in ("sender", "status", "messages", "due", "oldest_age", "oldest_due_age")} for r in queue],
+        "leases": {"sending": sum(r["messages"] for r in queue if r["status"] == "sending"), **leases},
+        "review": review,
+        "duplicates": {"window": window, "confirmed": duplicates.get("confirmed", 0), "possible": duplicates.get("possible", 0)},
+        "metrics": {"window": window, "rows": metrics},
+        "campaigns": campaigns,
+        "warnings": warnings,
+    }
+    if as_json:
+        _emit_json(report)
+        return
+
+    click.echo("QUEUE")
+    if queue:
+        click.echo(_table(queue, [("sender", "sender"), ("status", "status"), ("messages", "messages"), ("due", "due"),
+                                  ("oldest_age", "oldest"), ("oldest_due_age", "overdue")]))
+    else:
+        click.echo("(empty)")
+    lease = report["leases"]
+    click.echo(f"\nLEASES   sending {lease['sending']}, expired and not reclaimed {lease['expired_unreclaimed']}, "
+               f"expired in the last hour {lease['expired_last_hour']}")
+    click.echo(f"REVIEW   {review} waiting (mailroom review)")
+    click.echo(f"DUPLICATES ({window})   confirmed {report['duplicates']['confirmed']}, possible {report['duplicates']['possible']}")
+    click.echo(f"\nDELIVERY ({window})")
+    click.echo(_table(metrics, [("split", "split"), ("sender", "sender"), ("time_zone", "zone"), ("attempts", "attempts"),
+                                ("deliveries", "sent"), ("failures", "failed"), ("latency_p50", "p50"), ("latency_p95", "p95"),
+                                ("oldest_overdue", "overdue"), ("expired_leases", "expired"),
+                                ("attempts_per_delivery", "tries/mail"), ("duplicates", "dupes")]))
+    if campaigns is not None:
+        click.echo("\nCAMPAIGNS")
+        click.echo(_table(campaigns, [(k, k) for k in (campaigns[0].keys() if campaigns else ["campaign"])]) if campaigns
+                   else "(none)")
+    click.echo("\nWARNINGS")
+    if warnings:
+        for w in warnings:
+            click.echo(f"! {w['warning']}: {w['detail']}")
+    else:
+        click.echo("none")
+
+
+@click.command("inspect")
+@dsn_option
+@json_option
+@click.argument("ref")
+def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
+    """Show one message (by delivery key, or by numeric id) and its ledger."""
+    with _connection(dsn) as conn:
+        message = conn.execute(SQL_INSPECT, {"ref": ref}).fetchone()["message"]
+    if message is None:
+        raise OperatorError(f"no message with delivery key or id {ref!r}", EXIT_NOT_FOUND)
+    if as_json:
+        _emit_json(message)
+        return
+    ledger = message.pop("ledger")
+    for key in ("id", "delivery_key", "status", "status_reason", "sender", "to_address", "subject", "template_key",
+                "priority", "run_at", "attempts", "max_attempts", "on_ambiguous", "worker", "leased_until",
+                "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "successful_sends"):
+        click.echo(f"{key + ':':<17} {_human(message.get(key))}")
+    click.echo("\nLEDGER")
+    click.echo(_table(ledger, [("attempt", "#"), ("worker", "worker"), ("claimed_at", "claimed"),
+                               ("finished_at", "finished"), ("reported", "reported"), ("outcome", "outcome"),
+                               ("duplicate", "dup"), ("smtp_code", "smtp"), ("smtp_enhanced", "enh"),
+                               ("smtp_text", "reply"), ("provider_id", "provider id")]) if ledger else "(no attempts)")
+
+
+def _changes(rows: list[dict[str, Any]], verb: str) -> None:
+    click.echo(_table(rows, [("id", "id"), ("previous_status", "was"), ("status", "now")]))
+    changed = sum(1 for r in rows if r["previous_status"] is not None and r["status"] != r["previous_status"])
+    missing = [str(r["id"]) for r in rows if r["previous_status"] is None]
+    click.echo(f"{verb} {changed} of {len(rows)}" + (f"; no such message: {', '.join(missing)}" if missing else ""))
+
+
+@click.command("retry")
+@dsn_option
+@json_option
+@click.option("--campaign", type=int, default=None, help="Retry every failed or review mail of this campaign.")
+@click.argument("ids", nargs=-1, type=int)
+def retry(dsn: str | None, as_json: bool, campaign: int | None, ids: tuple[int, ...]) -> None:
+    """Put failed or review mail back in the queue (attempts reset, due now).
+
+    Give message IDS, or --campaign N. Mail to a suppressed address is left
+    alone. Retrying review mail accepts that the recipient may get it twice.
+    """
+    if bool(ids) == (campaign is not None):
+        raise OperatorError("give message ids or --campaign, not both and not neither", EXIT_BAD_INPUT)
+    with _connection(dsn) as conn:
+        if campaign is not None:
+            retried = conn.execute(SQL_RETRY_CAMPAIGN, {"campaign": campaign}).fetchone()["retried"]
+            if as_json:
+                _emit_json({"campaign": campaign, "retried": retried})
+            else:
+                click.echo(f"retried {retried} mail(s) of campaign {campaign}")
+            return
+        rows = conn.execute(SQL_RETRY, {"ids": list(ids)}).fetchall()
+    if as_json:
+        _emit_json(rows)
+    else:
+        _changes(rows, "retried")
+
+
+@click.command("cancel")
+@dsn_option
+@json_option
+@click.option("--reason", default="cancelled by operator", show_default=True, help="Recorded as the status reason.")
+@click.argument("ids", nargs=-1, type=int, required=True)
+def cancel(dsn: str | None, as_json: bool, reason: str, ids: tuple[int, ...]) -> None:
+    """Cancel queued, paused, review or failed mail by message IDS."""
+    with _connection(dsn) as conn:
+        rows = conn.execute(SQL_CANCEL, {"ids": list(ids), "reason": reason}).fetchall()
+    if as_json:
+        _emit_json(rows)
+    else:
+        _changes(rows, "cancelled")
+
+
+@click.group("review", invoke_without_command=True)
+@dsn_option
+@json_option
+@click.pass_context
+def review(ctx: click.Context, dsn: str | None, as_json: bool) -> None:
+    """Mail whose delivery could not be proven: list it (the default), then
+    resolve each item."""
+    ctx.obj = {"dsn": dsn, "as_json": as_json}
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(review_list, dsn=dsn, as_json=as_json)
+
+
+@review.command("list")
+@dsn_option
+@json_option
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100000))
+@click.pass_context
+def review_list(ctx: click.Context, dsn: str | None = None, as_json: bool = False, limit: int = 100) -> None:
+    """List the review queue, longest waiting first."""
+    parent = ctx.obj or {}
+    dsn = dsn or parent.get("dsn")
+    as_json = as_json or parent.get("as_json", False)
+    with _connection(dsn) as conn:
+        rows = conn.execute(SQL_REVIEW_LIST, {"limit": limit}).fetchall()
+    if as_json:
+        _emit_json(rows)
+        return
+    if not rows:
+        click.echo("review queue is empty")
+        return
+    click.echo(_table(rows, [("id", "id"), ("delivery_key", "delivery key"), ("to_address", "to"),
+                             ("subject", "subject"), ("last_outcome", "last outcome"), ("last_worker", "worker"),
+                             ("waiting_for", "waiting"), ("last_smtp_reply", "reply")], max_width=40))
+    click.echo(f"{len(rows)} waiting. Decide each: mailroom review resolve ID sent|retry|cancel")
+
+
+@review.command("resolve")
+@dsn_option
+@click.argument("message_id", type=int)
+@click.argument("decision", type=click.Choice(["sent", "retry", "cancel"]))
+@click.pass_context
+def review_resolve(ctx: click.Context, dsn: str | None, message_id: int, decision: str) -> None:
+    """Decide one review item: sent (the recipient has it), retry (send again;
+    may duplicate) or cancel."""
+    dsn = dsn or (ctx.obj or {}).get("dsn")
+    with _connection(dsn) as conn:
+        new_status = conn.execute(SQL_RESOLVE, {"id": message_id, "decision": decision}).fetchone()["status"]
+    click.echo(f"message {message_id}: {new_status}")
+
+
+COMMANDS: tuple[click.Command, ...] = (status, inspect, retry, cancel, review)
+
+
+def register(group: click.Group) -> None:
+    """Add the operator commands to the `mailroom` group."""
+    for command in COMMANDS:
+        group.add_command(command)

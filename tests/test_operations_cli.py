@@ -1,0 +1,195 @@
+"""The operator CLI (`mailroom status | inspect | retry | cancel | review`)
+against a real database, through click's CliRunner, logged in as a role that
+is only a member of mailroom_operator."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.conftest import connect
+from tests.operatorkit import as_user, run
+
+
+@pytest.fixture
+def login(conn) -> Iterator[Callable[[str], str]]:
+    """login(group) -> a LOGIN role that is a member of group only (dropped after)."""
+    made: list[str] = []
+
+    def make(group: str) -> str:
+        name = f"t_{group.removeprefix('mailroom_')}_{uuid.uuid4().hex[:8]}"
+        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE {group}')
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+@pytest.fixture
+def operator_dsn(db_url, login) -> str:
+    return as_user(db_url, login("mailroom_operator"))
+
+
+@pytest.fixture
+def scenario(conn) -> dict[str, int]:
+    """One mail of each interesting kind; returns delivery key -> id."""
+    conn.execute(
+        """
+        SELECT mailroom.enqueue(k || '@example.com', 'Subject ' || k, 'Body', p_delivery_key => k,
+                                p_sender => CASE WHEN k LIKE 'news%%' THEN 'news' ELSE 'default' END,
+                                p_on_ambiguous => CASE WHEN k LIKE 'careful%%' THEN 'review' ELSE 'retry' END,
+                                p_now => now() - interval '10 minutes')
+        FROM unnest(ARRAY['sent-1', 'failed-1', 'careful-1', 'careful-2', 'news-1', 'news-2']) AS k
+        """
+    )
+    claimed = conn.execute(
+        "SELECT id, lease_token, delivery_key FROM mailroom.claim_batch('w1', 4, '1 minute', 'default', now() - interval '9 minutes')"
+    ).fetchall()
+    outcome = {"sent-1": "sent", "failed-1": "failed", "careful-1": "ambiguous"}
+    conn.execute(
+        "SELECT mailroom.mark_outcomes(%s::jsonb, now() - interval '8 minutes')",
+        (json.dumps([{"id": c["id"], "token": str(c["lease_token"]), "outcome": outcome[c["delivery_key"]],
+                      **({"smtp_code": 554, "detail": "rejected"} if c["delivery_key"] == "failed-1" else {})}
+                     for c in claimed if c["delivery_key"] in outcome]),),
+    )
+    conn.execute("SELECT mailroom.reclaim()")  # careful-2's lease ran out: review
+    if conn.execute("SELECT to_regclass('mailroom.campaigns') IS NOT NULL AS present").fetchone()["present"]:
+        conn.execute("SELECT mailroom.upsert_template('cli-test', 'S', 'B')")
+        conn.execute("INSERT INTO mailroom.campaigns (id, name, template_key, send_at) OVERRIDING SYSTEM VALUE"
+                     " VALUES (7, 'cli-test', 'cli-test', now())")
+    conn.execute("UPDATE mailroom.messages SET campaign_id = 7, recipient_id = delivery_key"
+                 " WHERE delivery_key LIKE 'news%%' OR delivery_key = 'failed-1'")
+    return {r["delivery_key"]: r["id"] for r in conn.execute("SELECT delivery_key, id FROM mailroom.messages")}
+
+
+def test_status_table_and_json(operator_dsn, scenario):
+    code, out, err = run("status", "--dsn", operator_dsn)
+    assert code == 0, err
+    assert "QUEUE" in out and "news" in out and "review" in out
+    assert "REVIEW   2 waiting" in out
+    assert "! review_waiting: 2 mail(s) wait for an operator decision" in out
+
+    code, out, err = run("status", "--dsn", operator_dsn, "--json", "--window", "1 hour")
+    assert code == 0, err
+    report = json.loads(out)
+    queue = {(r["sender"], r["status"]): r for r in report["queue"]}
+    assert queue[("news", "queued")]["messages"] == 2
+    assert queue[("news", "queued")]["due"] == 2
+    assert queue[("news", "queued")]["oldest_due_age"] == pytest.approx(600, abs=5)
+    assert queue[("default", "review")]["messages"] == 2
+    assert report["review"] == 2
+    assert report["leases"]["expired_last_hour"] == 1
+    assert [w["warning"] for w in report["warnings"]] == ["review_waiting"]
+    total = next(r for r in report["metrics"]["rows"] if r["split"] == "total")
+    assert total["attempts"] == 4 and total["deliveries"] == 1 and total["failures"] == 1
+
+
+def test_status_takes_the_dsn_from_the_environment(operator_dsn, scenario, monkeypatch):
+    monkeypatch.setenv("MAILROOM_DSN", operator_dsn)
+    code, out, err = run("status", "--json")
+    assert code == 0, err
+    assert json.loads(out)["review"] == 2
+
+
+def test_status_warns_about_a_long_open_transaction(db_url, conn, operator_dsn, scenario):
+    conn.execute("UPDATE mailroom.settings SET value = '50 milliseconds' WHERE key = 'lease_warning_after'")
+    with connect(db_url) as idle:
+        idle.autocommit = False
+        idle.execute("SELECT count(*) FROM mailroom.messages")  # holds a snapshot, idle in transaction
+        conn.execute("SELECT pg_sleep(0.1)")
+        code, out, err = run("status", "--dsn", operator_dsn, "--json")
+        pid = idle.info.backend_pid
+        idle.rollback()
+    warnings = {w["warning"]: w for w in json.loads(out)["warnings"]}
+    assert "long_transaction" in warnings, out
+    assert f"pid {pid} " in warnings["long_transaction"]["detail"]
+
+
+def test_inspect_by_key_and_by_id(operator_dsn, scenario):
+    code, out, err = run("inspect", "--dsn", operator_dsn, "careful-2")
+    assert code == 0, err
+    assert "status:           review" in out
+    assert "expired" in out.split("LEDGER", 1)[1]
+
+    code, out, err = run("inspect", "--dsn", operator_dsn, "--json", str(scenario["sent-1"]))
+    assert code == 0, err
+    message = json.loads(out)
+    assert message["delivery_key"] == "sent-1" and message["successful_sends"] == 1
+    assert [a["outcome"] for a in message["ledger"]] == ["sent"]
+
+    code, out, err = run("inspect", "--dsn", operator_dsn, "no-such-key")
+    assert code == 1 and "no message with delivery key or id 'no-such-key'" in err
+
+
+def test_retry_ids_and_campaign(operator_dsn, conn, scenario):
+    ids = [str(scenario[k]) for k in ("failed-1", "careful-1", "sent-1")] + ["999999"]
+    code, out, err = run("retry", "--dsn", operator_dsn, *ids)
+    assert code == 0, err
+    assert "retried 2 of 4; no such message: 999999" in out
+    rows = conn.execute("SELECT delivery_key, status, attempts FROM mailroom.messages WHERE delivery_key IN ('failed-1', 'careful-1', 'sent-1') ORDER BY 1").fetchall()
+    assert [(r["delivery_key"], r["status"], r["attempts"]) for r in rows] == [
+        ("careful-1", "queued", 0), ("failed-1", "queued", 0), ("sent-1", "sent", 1)]
+
+    conn.execute("UPDATE mailroom.messages SET status = 'failed' WHERE delivery_key LIKE 'news%%'")
+    code, out, err = run("retry", "--dsn", operator_dsn, "--campaign", "7", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"campaign": 7, "retried": 2}
+
+    code, out, err = run("retry", "--dsn", operator_dsn)
+    assert code == 2 and "give message ids or --campaign" in err
+
+
+def test_cancel(operator_dsn, conn, scenario):
+    code, out, err = run("cancel", "--dsn", operator_dsn, "--reason", "customer left",
+                         str(scenario["news-1"]), str(scenario["sent-1"]))
+    assert code == 0, err
+    assert "cancelled 1 of 2" in out
+    assert conn.execute("SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'news-1'").fetchone() == {
+        "status": "cancelled", "status_reason": "customer left"}
+
+    code, out, err = run("cancel", "--dsn", operator_dsn, "--reason", "", str(scenario["news-2"]))
+    assert code == 2 and err.strip() == "mailroom: reason: must be 1 to 200 characters"
+    assert conn.execute("SELECT status FROM mailroom.messages WHERE delivery_key = 'news-2'").fetchone()["status"] == "queued"
+
+
+def test_review_list_and_resolve(operator_dsn, conn, scenario):
+    code, out, err = run("review", "--dsn", operator_dsn)
+    assert code == 0, err
+    assert "careful-1" in out and "careful-2" in out and "2 waiting" in out
+
+    code, out, err = run("review", "--dsn", operator_dsn, "list", "--json")
+    assert code == 0, err
+    assert [r["delivery_key"] for r in json.loads(out)] == ["careful-1", "careful-2"]
+
+    code, out, err = run("review", "resolve", "--dsn", operator_dsn, str(scenario["careful-1"]), "sent")
+    assert (code, out.strip()) == (0, f"message {scenario['careful-1']}: sent"), err
+    code, out, err = run("review", "resolve", "--dsn", operator_dsn, str(scenario["careful-2"]), "retry")
+    assert (code, out.strip()) == (0, f"message {scenario['careful-2']}: queued"), err
+
+    code, out, err = run("review", "resolve", "--dsn", operator_dsn, str(scenario["careful-2"]), "cancel")
+    assert code == 2
+    assert err.strip() == f"mailroom: id: message {scenario['careful-2']} is queued, not in review"
+    code, out, err = run("review", "resolve", "--dsn", operator_dsn, str(scenario["careful-2"]), "maybe")
+    assert code == 2 and "Invalid value" in err
+
+    code, out, err = run("review", "--dsn", operator_dsn)
+    assert (code, out.strip()) == (0, "review queue is empty")
+
+
+@pytest.mark.parametrize("group", ["mailroom_app", "mailroom_runner"])
+def test_other_roles_are_refused(db_url, login, scenario, group):
+    dsn = as_user(db_url, login(group))
+    for args in (["status"], ["inspect", "sent-1"], ["review"], ["cancel", str(scenario["news-1"])]):
+        code, out, err = run(*args, "--dsn", dsn) if args[0] != "review" else run("review", "--dsn", dsn)
+        assert code == 4, (args, out, err)
+        assert "permission denied" in err and "needs mailroom_operator" in err
+
+
+def test_unreachable_database():
+    code, out, err = run("status", "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    assert code == 3 and err.startswith("mailroom: cannot connect")

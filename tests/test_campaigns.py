@@ -1,87 +1,30 @@
-"""Campaigns end to end against a real SMTP server on loopback.
+"""Campaigns end to end: the real runner (`mailroom run` in a subprocess) and
+an aiosmtpd sink on loopback (mailroom.sink.Sink, which keeps every accepted
+mail in arrival order).
 
-Two campaigns queued together are sent strictly by priority; a campaign
-paused mid-send loses no mail and sends none after the batch in flight; resume
-completes it with no duplicate at the sink.
+- Two campaigns queued together are sent strictly by priority by one runner.
+- A campaign paused (from another session) while the runner sends it: nothing
+  more of it is claimed after the claims in flight, other mail keeps flowing;
+  resume completes it with no duplicate at the sink.
 
-main has no runner yet, so `send_batch` below is a minimal one built on the
-same SQL API the runner uses: claim_batch -> SMTP (smtplib to an aiosmtpd
-sink) -> mark_outcomes. Swap it for `mailroom run` once the runner lands.
+The last tests are SQL-level races (pause against an uncommitted claim,
+concurrent enqueue_campaign, concurrent materialize) and use direct SQL.
 """
 
 from __future__ import annotations
 
-import email
-import json
-import smtplib
-import socket
 import threading
-from collections import Counter
-from email.message import EmailMessage
 
 import pytest
-from aiosmtpd.controller import Controller
 
+from mailroom.render import message_id
+from mailroom.sink import Sink
 from tests.conftest import connect
+from tests.runnerkit import FROM, RunnerProcess, wait_for
 
-
-class Sink:
-    """Records the delivery key of every mail it accepts, in arrival order."""
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-        self._lock = threading.Lock()
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd hook name)
-        key = email.message_from_bytes(envelope.content)["X-Mailroom-Key"]
-        with self._lock:
-            self.keys.append(key)
-        return "250 OK"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def sink():
-    handler = Sink()
-    controller = Controller(handler, hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    try:
-        with smtplib.SMTP(controller.hostname, controller.port, timeout=10) as smtp:
-            yield handler, smtp
-    finally:
-        controller.stop()
-
-
-def send_batch(conn, smtp: smtplib.SMTP, limit: int) -> list[str]:
-    """One runner iteration: claim, send over SMTP, report. Returns the keys sent."""
-    rows = conn.execute(
-        "SELECT id, lease_token, delivery_key, to_address, subject, template_key"
-        " FROM mailroom.claim_batch('test-runner', %s, '5 minutes')",
-        (limit,),
-    ).fetchall()
-    results = []
-    for row in rows:
-        msg = EmailMessage()
-        msg["From"] = "mailroom@example.org"
-        msg["To"] = row["to_address"]
-        msg["Subject"] = row["subject"] or row["template_key"]
-        msg["X-Mailroom-Key"] = row["delivery_key"]
-        msg.set_content("hello")
-        smtp.send_message(msg)
-        results.append({"id": row["id"], "token": str(row["lease_token"]), "outcome": "sent"})
-    if results:
-        conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)", (json.dumps(results),))
-    return [r["delivery_key"] for r in rows]
-
-
-def drain(conn, smtp, limit: int) -> None:
-    while send_batch(conn, smtp, limit):
-        pass
+MESSAGE_ID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")
+# One sending thread, small batches: the arrival order at the sink is the claim order.
+ONE_BY_ONE = ("--concurrency", "1", "--batch", "10", "--poll-interval", "0.2")
 
 
 @pytest.fixture
@@ -101,67 +44,94 @@ def enqueue_campaign(conn, name: str, where: str, priority: int) -> int:
         return conn.execute(
             "SELECT mailroom.enqueue_campaign(%s, 'news', %s, p_priority => %s, p_send_at => now() - interval '1 second')"
             " AS id",
-            (name, f"SELECT id AS recipient_id, email FROM public.users WHERE {where}", priority),
+            (name, f"SELECT id AS recipient_id, email, jsonb_build_object('name', 'User ' || id) AS vars"
+             f" FROM public.users WHERE {where}", priority),
         ).fetchone()["id"]
     finally:
         conn.execute("RESET ROLE")
 
 
-def test_priority_10_is_sent_before_priority_0(conn, users, sink):
-    handler, smtp = sink
+def campaign_of(conn) -> dict[str, int]:
+    """Message-ID (as the runner derives it from the delivery key) -> campaign id."""
+    rows = conn.execute("SELECT delivery_key, campaign_id FROM mailroom.messages").fetchall()
+    return {message_id(r["delivery_key"], MESSAGE_ID_DOMAIN): r["campaign_id"] for r in rows}
+
+
+def arrivals(sink: Sink, campaigns: dict[str, int]) -> list[int]:
+    """The campaign of every mail the sink accepted, in arrival order."""
+    return [campaigns[m["message_id"]] for m in list(sink.messages)]
+
+
+def test_priority_10_is_sent_before_priority_0(db_url, conn, users):
     low = enqueue_campaign(conn, "low", "id <= 40", 0)      # queued first
     high = enqueue_campaign(conn, "high", "id > 60", 10)
-    drain(conn, smtp, limit=15)
+    campaigns = campaign_of(conn)
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", *ONE_BY_ONE) as r:
+        assert r.wait() == 0, r.log()
 
-    assert len(handler.keys) == 80
-    kinds = [int(k.split(":")[1]) for k in handler.keys]
-    assert kinds == [high] * 40 + [low] * 40, "every priority-10 mail went out before any priority-0 mail"
-    assert not [k for k, n in Counter(handler.keys).items() if n > 1]
+    assert arrivals(sink, campaigns) == [high] * 40 + [low] * 40, \
+        "every priority-10 mail arrived before any priority-0 mail"
+    stats = sink.stats()
+    assert (stats["unique_message_ids"], stats["duplicates"]) == (80, 0)
+    assert conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sent'").fetchone()["n"] == 80
 
 
-def test_pause_mid_send_then_resume_sends_everyone_once(db_url, conn, users, sink):
-    handler, smtp = sink
-    campaign = enqueue_campaign(conn, "spring", "true", 0)
-    conn.execute("SELECT mailroom.enqueue('ops@example.org', 'Other mail', 'Body', p_delivery_key => 'other-1', p_priority => -5)")
+def test_pause_mid_send_then_resume_sends_everyone_once(db_url, conn, users):
+    spring = enqueue_campaign(conn, "spring", "id <= 60", 0)
+    other = enqueue_campaign(conn, "other", "id > 70", -5)  # waits behind spring until it is paused
+    campaigns = campaign_of(conn)
 
-    # The runner has claimed a batch of 10 and is sending it when an operator
-    # (another session) pauses the campaign.
-    rows = conn.execute(
-        "SELECT id, lease_token, delivery_key, to_address, subject, template_key"
-        " FROM mailroom.claim_batch('test-runner', 10, '5 minutes')"
-    ).fetchall()
-    with connect(db_url) as operator:
-        held = operator.execute("SELECT mailroom.pause_campaign(%s) AS n", (campaign,)).fetchone()["n"]
-    assert held == 90
-    results = []
-    for row in rows:
-        msg = EmailMessage()
-        msg["To"] = row["to_address"]
-        msg["Subject"] = "News"
-        msg["X-Mailroom-Key"] = row["delivery_key"]
-        msg.set_content("hello")
-        smtp.send_message(msg)
-        results.append({"id": row["id"], "token": str(row["lease_token"]), "outcome": "sent"})
-    conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)", (json.dumps(results),))
+    # 30 ms per mail at the sink: the runner is still busy with spring when it is paused.
+    with Sink(keep=True, delay=0.03) as sink, RunnerProcess(
+        db_url, sink.url(), "--log-level", "debug", *ONE_BY_ONE
+    ) as r:
+        def sent_of(campaign: int) -> int:
+            return arrivals(sink, campaigns).count(campaign)
 
-    # The runner keeps going: other mail flows, nothing more of the campaign.
-    drain(conn, smtp, limit=10)
-    assert "other-1" in handler.keys
-    campaign_keys = [k for k in handler.keys if k.startswith(f"campaign:{campaign}:")]
-    assert len(campaign_keys) == 10, "only the batch in flight was sent after the pause"
-    progress = conn.execute(
-        "SELECT status, paused, sent FROM mailroom.campaign_progress WHERE campaign_id = %s", (campaign,)
-    ).fetchone()
-    assert progress == {"status": "paused", "paused": 90, "sent": 10}
+        wait_for(lambda: sent_of(spring) >= 15, what="spring half-way out")
+        with connect(db_url) as operator:  # another session pauses it
+            held = operator.execute("SELECT mailroom.pause_campaign(%s) AS n", (spring,)).fetchone()["n"]
+            paused_at = operator.execute("SELECT clock_timestamp() AS t").fetchone()["t"]  # after the commit
+        assert 0 < held < 45
 
-    assert conn.execute("SELECT mailroom.resume_campaign(%s) AS n", (campaign,)).fetchone()["n"] == 90
-    drain(conn, smtp, limit=10)
+        # Other mail keeps flowing while spring is held.
+        wait_for(lambda: sent_of(other) == 30, what="the other campaign sent")
+        wait_for(lambda: conn.execute(
+            "SELECT count(*) = 0 AS ok FROM mailroom.messages WHERE campaign_id = %s AND status = 'sending'",
+            (other,)).fetchone()["ok"], what="the other campaign recorded")
+        # ... and after that the runner claims again (its poll) and gets nothing of spring.
+        seen = len(r.log())
+        wait_for(lambda: "batch.claimed count=0" in r.log()[seen:], what="an empty claim")
 
-    campaign_keys = [k for k in handler.keys if k.startswith(f"campaign:{campaign}:")]
-    assert len(campaign_keys) == 100
-    assert len(set(campaign_keys)) == 100, "0 duplicates at the sink"
-    assert conn.execute("SELECT mailroom.finish_campaigns() AS n").fetchone()["n"] == 1
-    assert conn.execute("SELECT status FROM mailroom.campaigns WHERE id = %s", (campaign,)).fetchone()["status"] == "done"
+        spring_sent = sent_of(spring)
+        counts = dict((row["status"], row["n"]) for row in conn.execute(
+            "SELECT status, count(*)::int AS n FROM mailroom.messages WHERE campaign_id = %s GROUP BY 1", (spring,)))
+        assert counts == {"sent": spring_sent, "paused": held}, "the claims in flight finished, the rest is held"
+        assert spring_sent + held == 60
+        ledger = conn.execute(
+            "SELECT count(*)::int AS n, count(*) FILTER (WHERE a.claimed_at > %s)::int AS after_pause"
+            " FROM mailroom.attempts a JOIN mailroom.messages m ON m.id = a.message_id"
+            " WHERE m.campaign_id = %s", (paused_at, spring)).fetchone()
+        assert ledger == {"n": spring_sent, "after_pause": 0}, "nothing of spring claimed after the pause"
+        assert conn.execute(
+            "SELECT count(*)::int AS n FROM mailroom.attempts a JOIN mailroom.messages m ON m.id = a.message_id"
+            " WHERE m.campaign_id = %s AND a.claimed_at > %s", (other, paused_at)).fetchone()["n"] == 30
+        progress = conn.execute(
+            "SELECT status, paused, sent FROM mailroom.campaign_progress WHERE campaign_id = %s", (spring,)
+        ).fetchone()
+        assert progress == {"status": "paused", "paused": held, "sent": spring_sent}
+
+        assert conn.execute("SELECT mailroom.resume_campaign(%s) AS n", (spring,)).fetchone()["n"] == held
+        wait_for(lambda: conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'sent') = 60 AS ok FROM mailroom.messages"
+            " WHERE campaign_id = %s", (spring,)).fetchone()["ok"], what="spring completed")
+        assert r.stop() == 0, r.log()
+
+    spring_ids = [m["message_id"] for m in sink.messages if campaigns[m["message_id"]] == spring]
+    assert len(spring_ids) == 60 and len(set(spring_ids)) == 60, "everyone once: 0 duplicates at the sink"
+    assert sink.stats()["duplicates"] == 0
+    assert conn.execute("SELECT mailroom.finish_campaigns() AS n").fetchone()["n"] == 2
+    assert conn.execute("SELECT status FROM mailroom.campaigns WHERE id = %s", (spring,)).fetchone()["status"] == "done"
 
 
 def test_pause_waits_for_a_claim_in_progress(db_url, conn, users):

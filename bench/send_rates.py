@@ -6,16 +6,14 @@
    to other domains: the capped domain likewise (within 10 % of 5/s, no bucket
    above 5), while the others flow at full speed.
 
-Runners are 4 real `mailroom run` processes (--batch 25 --poll-interval 0.05)
-sending to an aiosmtpd sink on loopback (tests/send_rate_harness.py); set
-BENCH_SIMULATED_RUNNERS=1 for threads that claim/send/report instead and wait
-what send_rate_retry_after() says after a short claim. Exits non-zero when a
-bound is missed. Run: make bench, or .venv/bin/python bench/send_rates.py.
+Runners are 4 real `mailroom run` processes (--batch 25, default-ish poll
+interval of 1 s: after a claim cut short by a send rate a runner waits what
+send_rate_retry_after() says) sending to an aiosmtpd sink on loopback
+(tests/send_rate_harness.py). Exits non-zero when a bound is missed. Run: make bench, or .venv/bin/python bench/send_rates.py.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -24,10 +22,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from _common import scratch_database  # noqa: E402
-from tests.send_rate_harness import Sink, enqueue, report, run_mailroom_runners, run_runners  # noqa: E402
-
-SIMULATED = os.environ.get("BENCH_SIMULATED_RUNNERS") == "1"
-run = run_runners if SIMULATED else run_mailroom_runners
+from tests.send_rate_harness import Sink, enqueue, report, run_mailroom_runners as run  # noqa: E402
 
 
 def check(ok: bool, what: str, failures: list[str]) -> None:
@@ -38,7 +33,7 @@ def check(ok: bool, what: str, failures: list[str]) -> None:
 
 def main() -> int:
     failures: list[str] = []
-    kind = "simulated runner threads" if SIMULATED else "`mailroom run` processes"
+    kind = "`mailroom run` processes"
     print(f"mailroom bench: send rates (4 {kind}, batch 25, aiosmtpd sink on loopback)")
 
     with scratch_database("mailroom_bench_sender") as url:

@@ -1,8 +1,7 @@
 -- Deploy mailroom:claim_batch to pg
 -- requires: table_messages
 -- requires: table_attempts
--- Reads at run time (PL/pgSQL binds late) what later changes add: senders,
--- domain_limits, rate_limits and the send_rates helpers.
+-- requires: send_rates
 
 BEGIN;
 

@@ -2,7 +2,7 @@
 versions that run in `make test`. bench/send_rates.py runs the full ones
 (3,000 mails, a minute or more) and prints the figures.
 
-Runners are four real `mailroom run` processes (--batch 25 --poll-interval 0.05)."""
+Runners are four real `mailroom run` processes (--batch 25 --poll-interval 1)."""
 
 from __future__ import annotations
 

@@ -86,6 +86,15 @@ def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender:
     )
 
 
+def send_rate_retry_after(pool, sender: str | None) -> float | None:
+    """Seconds until a send-rate budget this runner's mail waits on frees up;
+    None when no limit holds it back."""
+    wait = _call(
+        pool, "SELECT mailroom.send_rate_retry_after(%(sender)s) AS wait", {"sender": sender}
+    )[0]["wait"]
+    return wait.total_seconds() if wait is not None else None
+
+
 def mark_outcomes(pool, results: list[dict]) -> int:
     """Record a list of {"id", "token", "outcome", ...} in one call; returns how many applied."""
     return _call(

@@ -264,6 +264,12 @@ class Runner:
                 raise FatalError(f"claim: {e}") from None
             if got == self.s.batch:
                 continue  # more is waiting: claim again as soon as there is room
+            throttled = self._send_rate_wait()
+            if throttled:
+                # A send rate, not an empty queue, cut the claim short: come
+                # back when the budget frees rather than after a full poll.
+                self.wake.wait(min(throttled, self.s.poll_interval))
+                continue
             if self.s.exit_when_idle and got == 0:
                 if self._idle():
                     event(logging.INFO, "runner.idle_exit")
@@ -271,6 +277,13 @@ class Runner:
                 self.wake.wait(0.2)
                 continue
             self.wake.wait(self.s.poll_interval)
+
+    def _send_rate_wait(self) -> float | None:
+        try:
+            wait = queries.send_rate_retry_after(self.pool, self.s.sender)
+        except (queries.DatabaseUnavailable, queries.QueryError):
+            return None  # the next claim finds out whether the database is back
+        return wait if wait and wait > 0 else None
 
     def _idle(self) -> bool:
         with self.lock:

@@ -13,7 +13,6 @@ from email import message_from_bytes, policy
 
 import psycopg
 from psycopg.types.json import Jsonb
-from psycopg.rows import dict_row
 
 FROM = "Mailroom Tests <noreply@tests.mailroom.invalid>"
 
@@ -95,6 +94,3 @@ def enqueue(conn, to: str, **kw) -> int:
 def parse(data: bytes):
     return message_from_bytes(data, policy=policy.default)
 
-
-def connect(url: str) -> psycopg.Connection:
-    return psycopg.connect(url, autocommit=True, row_factory=dict_row)

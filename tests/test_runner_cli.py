@@ -92,7 +92,7 @@ def test_missing_privilege_is_fatal_with_exit_3(db_url, conn, server_url):
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
-    from tests.runnerkit import connect
+    from tests.conftest import connect
 
     role = "t_nobody_" + uuid.uuid4().hex[:8]
     enqueue(conn, "x@example.com", subject="s", body_text="b")

@@ -110,7 +110,7 @@ def test_a_login_role_with_only_mailroom_runner_is_enough(db_url, conn, server_u
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
-    from tests.runnerkit import connect
+    from tests.conftest import connect
 
     role = "t_runner_" + uuid.uuid4().hex[:8]
     enqueue(conn, "least@example.com", subject="s", body_text="b")

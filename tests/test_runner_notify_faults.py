@@ -6,7 +6,8 @@ import time
 import urllib.request
 
 from mailroom.sink import Sink, free_port
-from tests.runnerkit import RunnerProcess, connect, enqueue, settled, statuses, wait_for
+from tests.conftest import connect
+from tests.runnerkit import RunnerProcess, enqueue, settled, statuses, wait_for
 
 
 def _listening(conn) -> bool:

@@ -84,3 +84,33 @@ def test_up_takes_over_a_pid_file_whose_pid_was_reused(scratch_cluster):
             assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         other.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the /var/tmp fallback is for root, whose checkout postgres may not reach")
+def test_a_fresh_checkout_at_the_same_path_reclaims_the_fallback_folder(tmp_path_factory):
+    quiet = lambda m: None  # noqa: E731
+    hidden = Path(tmp_path_factory.mktemp("private"))
+    os.chmod(hidden, 0o700)  # the postgres user cannot traverse it: like a clone under /root
+    root = hidden / "checkout"
+    (root / "db").mkdir(parents=True)
+    shutil.copy(REPO / "db" / "postgresql.conf", root / "db" / "postgresql.conf")
+    cluster = Cluster(root)
+    home = None
+    try:
+        cluster.up(deploy=False, log=quiet)
+        home = cluster.home
+        assert str(home).startswith("/var/tmp/mailroom-"), home
+        cluster.down(log=quiet)
+        # A new clone at the same path: no .mailroom/, but the old folder remains.
+        shutil.rmtree(root / ".mailroom")
+        fresh = Cluster(root)
+        assert fresh.up(deploy=False, log=quiet) is True
+        assert fresh.home == home
+        with psycopg.connect(fresh.url()) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        fresh.down(log=quiet)
+    finally:
+        if Cluster(root).is_running():
+            Cluster(root).down(log=quiet)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)

@@ -216,6 +216,8 @@ class Cluster:
 
     def _init(self, log) -> None:
         home = self._choose_home()
+        if home.exists():
+            self._remove_orphan(home, log)
         if home != self.state_dir / "cluster":
             (self.state_dir / "cluster-dir").write_text(str(home) + "\n")
         home.mkdir(parents=True, exist_ok=True)
@@ -238,6 +240,18 @@ class Cluster:
             f.write("\n" + fragment)
             f.write(f"\nunix_socket_directories = '{self.data_dir}'\n")
             f.write("include_if_exists = 'mailroom.port.conf'\n")
+
+    def _remove_orphan(self, home: Path, log) -> None:
+        """A cluster folder no pointer leads to: left by an earlier checkout at
+        the same path (a CI clone, say). It is nobody's any more."""
+        data = home / "data"
+        if (data / "PG_VERSION").exists():
+            subprocess.run(
+                _as_owner([str(PG_BIN / "pg_ctl"), "stop", "-D", str(data), "-m", "immediate", "-w"]),
+                capture_output=True,
+            )
+        log(f"mailroom: removing {home}, left by an earlier checkout at this path")
+        shutil.rmtree(home)
 
     def _start(self, log) -> None:
         # A crash leaves postmaster.pid behind. PostgreSQL itself takes over a

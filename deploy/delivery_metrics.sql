@@ -1,6 +1,8 @@
 -- Deploy mailroom:delivery_metrics to pg
 -- requires: table_messages
 -- requires: table_attempts
+-- requires: table_campaigns
+-- requires: table_schedules
 
 BEGIN;
 
@@ -26,10 +28,9 @@ LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
-  v_tz_join    text := '';
-  v_tz_expr    text := 'NULL::text';
-  v_tz_sources text[] := '{}';
+  v_from timestamptz := p_now - p_window;
 BEGIN
   IF p_window IS NULL OR p_window <= interval '0' OR p_window > interval '366 days' THEN
     RAISE EXCEPTION 'mailroom: window: must be more than 0 and at most 366 days, got %', coalesce(p_window::text, 'NULL')
@@ -39,28 +40,13 @@ BEGIN
     RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
   END IF;
 
-  -- The recipient's time zone: the message's own recipient_zone where the
-  -- campaigns change added it, else the zone of the schedule that made the
-  -- mail. Both come from other changes that may not be deployed: look for
-  -- them at run time; without either the zone is unknown (NULL).
-  IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
-             WHERE a.attrelid = 'mailroom.messages'::regclass AND a.attname = 'recipient_zone' AND NOT a.attisdropped) THEN
-    v_tz_sources := array_append(v_tz_sources, 'm.recipient_zone::text');
-  END IF;
-  IF EXISTS (SELECT FROM pg_catalog.pg_attribute a
-             WHERE a.attrelid = to_regclass('mailroom.schedules') AND a.attname = 'time_zone' AND NOT a.attisdropped) THEN
-    v_tz_join := 'LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id';
-    v_tz_sources := array_append(v_tz_sources, 'sc.time_zone::text');
-  END IF;
-  IF cardinality(v_tz_sources) > 0 THEN
-    v_tz_expr := format('coalesce(%s)', array_to_string(v_tz_sources, ', '));
-  END IF;
-
-  RETURN QUERY EXECUTE format($q$
+  -- The recipient's time zone: the message's own (campaign mail), else that
+  -- of the schedule that made it; NULL when neither says.
+  RETURN QUERY
     WITH events AS (
       -- Ledger rows that may matter: claimed in the window, or up to a day
       -- (the longest lease) before it and finished inside it.
-      SELECT m.sender, %1$s AS time_zone, true AS is_attempt,
+      SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone) AS time_zone, true AS is_attempt,
              a.claimed_at, coalesce(a.reported_at, a.finished_at) AS finished_at, a.reported, a.outcome, a.duplicate,
              -- Tries it took: the message's claims up to this successful one
              -- (counted, since an operator retry restarts attempt numbers).
@@ -71,18 +57,18 @@ BEGIN
              NULL::timestamptz AS run_at
       FROM mailroom.attempts a
       JOIN mailroom.messages m ON m.id = a.message_id
-      %2$s
-      WHERE a.claimed_at > $1 - interval '1 day' AND a.claimed_at <= $2
+      LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
+      WHERE a.claimed_at > v_from - interval '1 day' AND a.claimed_at <= p_now
       UNION ALL
-      SELECT m.sender, %1$s, false, NULL, NULL, NULL, NULL, false, NULL, m.run_at
+      SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone), false, NULL, NULL, NULL, NULL, false, NULL, m.run_at
       FROM mailroom.messages m
-      %2$s
-      WHERE m.status = 'queued' AND m.run_at <= $2
+      LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
+      WHERE m.status = 'queued' AND m.run_at <= p_now
     ),
     marked AS (
       SELECT e.*,
-             e.is_attempt AND e.claimed_at > $1 AND e.outcome IS DISTINCT FROM 'released' AS in_claimed,
-             e.is_attempt AND e.finished_at > $1 AND e.finished_at <= $2 AS in_finished
+             e.is_attempt AND e.claimed_at > v_from AND e.outcome IS DISTINCT FROM 'released' AS in_claimed,
+             e.is_attempt AND e.finished_at > v_from AND e.finished_at <= p_now AS in_finished
       FROM events e
     )
     SELECT CASE WHEN grouping(x.sender) = 0 THEN 'sender'
@@ -97,15 +83,13 @@ BEGIN
                                  FILTER (WHERE x.in_finished AND x.reported = 'sent')),
            make_interval(secs => percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM x.finished_at - x.claimed_at))
                                  FILTER (WHERE x.in_finished AND x.reported = 'sent')),
-           $2 - min(x.run_at),
+           p_now - min(x.run_at),
            count(*) FILTER (WHERE x.in_finished AND x.outcome IN ('expired', 'stale')),
            round(avg(x.tries) FILTER (WHERE x.in_finished AND x.reported = 'sent' AND NOT x.duplicate), 2),
            count(*) FILTER (WHERE x.in_finished AND x.duplicate)
     FROM marked x
     GROUP BY GROUPING SETS ((x.sender), (x.time_zone), ())
-    ORDER BY 1, 2, 3
-  $q$, v_tz_expr, v_tz_join)
-  USING p_now - p_window, p_now;
+    ORDER BY 1, 2, 3;
 END
 $$;
 ALTER FUNCTION mailroom.delivery_metrics(interval, timestamptz) OWNER TO mailroom_owner;

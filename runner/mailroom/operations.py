@@ -39,7 +39,6 @@ SQL_DUPLICATES = """
     WHERE last_sent_at > now() - %(window)s::interval
     GROUP BY certainty ORDER BY certainty
 """
-SQL_CAMPAIGNS_EXIST = "SELECT to_regclass('mailroom.campaign_progress') IS NOT NULL AS present"
 SQL_CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress"
 SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
 SQL_RETRY = "SELECT * FROM mailroom.retry(%(ids)s::bigint[])"
@@ -168,9 +167,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         metrics = conn.execute(SQL_METRICS, {"window": window}).fetchall()
         leases = conn.execute(SQL_LEASES).fetchone()
         duplicates = {r["certainty"]: r["keys"] for r in conn.execute(SQL_DUPLICATES, {"window": window})}
-        campaigns = None
-        if conn.execute(SQL_CAMPAIGNS_EXIST).fetchone()["present"]:
-            campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+        campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                 for r in stats if r["kind"] == "warning"]
@@ -204,10 +201,8 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
                                 ("deliveries", "sent"), ("failures", "failed"), ("latency_p50", "p50"), ("latency_p95", "p95"),
                                 ("oldest_overdue", "overdue"), ("expired_leases", "expired"),
                                 ("attempts_per_delivery", "tries/mail"), ("duplicates", "dupes")]))
-    if campaigns is not None:
-        click.echo("\nCAMPAIGNS")
-        click.echo(_table(campaigns, [(k, k) for k in (campaigns[0].keys() if campaigns else ["campaign"])]) if campaigns
-                   else "(none)")
+    click.echo("\nCAMPAIGNS")
+    click.echo(_table(campaigns, [(k, k) for k in campaigns[0].keys()]) if campaigns else "(none)")
     click.echo("\nWARNINGS")
     if warnings:
         for w in warnings:

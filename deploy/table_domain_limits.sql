@@ -1,5 +1,5 @@
 -- Deploy mailroom:table_domain_limits to pg
--- requires: roles
+-- requires: table_senders
 
 BEGIN;
 
@@ -48,14 +48,7 @@ BEGIN
     RAISE EXCEPTION 'mailroom: domain: must be a domain name or ''*'' (the default), got %', coalesce(p_domain, 'NULL')
       USING ERRCODE = '22023';
   END IF;
-  IF p_max_per_second IS NOT NULL AND p_max_per_second NOT BETWEEN 1 AND 1000000 THEN
-    RAISE EXCEPTION 'mailroom: max_per_second: must be between 1 and 1000000 or NULL, got %', p_max_per_second
-      USING ERRCODE = '22023';
-  END IF;
-  IF p_max_per_minute IS NOT NULL AND p_max_per_minute NOT BETWEEN 1 AND 60000000 THEN
-    RAISE EXCEPTION 'mailroom: max_per_minute: must be between 1 and 60000000 or NULL, got %', p_max_per_minute
-      USING ERRCODE = '22023';
-  END IF;
+  PERFORM mailroom._check_send_rate(p_max_per_second, p_max_per_minute);
 
   INSERT INTO mailroom.domain_limits AS d (domain, max_per_second, max_per_minute, updated_at)
   VALUES (v_domain, p_max_per_second, p_max_per_minute, now())

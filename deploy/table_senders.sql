@@ -23,6 +23,27 @@ COMMENT ON COLUMN mailroom.senders.max_per_second IS
 COMMENT ON COLUMN mailroom.senders.max_per_minute IS
   'At most this many claims in any span of one minute (sliding window); NULL = no per-minute limit.';
 
+CREATE FUNCTION mailroom._check_send_rate(p_max_per_second integer, p_max_per_minute integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_max_per_second IS NOT NULL AND p_max_per_second NOT BETWEEN 1 AND 1000000 THEN
+    RAISE EXCEPTION 'mailroom: max_per_second: must be between 1 and 1000000 or NULL, got %', p_max_per_second
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_max_per_minute IS NOT NULL AND p_max_per_minute NOT BETWEEN 1 AND 60000000 THEN
+    RAISE EXCEPTION 'mailroom: max_per_minute: must be between 1 and 60000000 or NULL, got %', p_max_per_minute
+      USING ERRCODE = '22023';
+  END IF;
+END
+$$;
+ALTER FUNCTION mailroom._check_send_rate(integer, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._check_send_rate(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._check_send_rate(integer, integer) IS
+  'Internal: raise 22023 unless each limit is NULL or within its range (senders and domain limits alike).';
+
 CREATE FUNCTION mailroom.set_sender_limits(
   p_sender         text,
   p_max_per_second integer DEFAULT NULL,
@@ -37,14 +58,7 @@ BEGIN
   IF p_sender IS NULL OR length(p_sender) NOT BETWEEN 1 AND 200 THEN
     RAISE EXCEPTION 'mailroom: sender: must be 1 to 200 characters' USING ERRCODE = '22023';
   END IF;
-  IF p_max_per_second IS NOT NULL AND p_max_per_second NOT BETWEEN 1 AND 1000000 THEN
-    RAISE EXCEPTION 'mailroom: max_per_second: must be between 1 and 1000000 or NULL, got %', p_max_per_second
-      USING ERRCODE = '22023';
-  END IF;
-  IF p_max_per_minute IS NOT NULL AND p_max_per_minute NOT BETWEEN 1 AND 60000000 THEN
-    RAISE EXCEPTION 'mailroom: max_per_minute: must be between 1 and 60000000 or NULL, got %', p_max_per_minute
-      USING ERRCODE = '22023';
-  END IF;
+  PERFORM mailroom._check_send_rate(p_max_per_second, p_max_per_minute);
 
   IF p_max_per_second IS NULL AND p_max_per_minute IS NULL THEN
     DELETE FROM mailroom.senders WHERE name = p_sender;

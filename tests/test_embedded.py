@@ -21,7 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def scratch_cluster(tmp_path_factory) -> Cluster:
-    # /tmp is traversable by the postgres user even when the tests run as root.
     root = Path(tmp_path_factory.mktemp("embedded"))
     os.chmod(root, 0o755)
     (root / "db").mkdir()
@@ -30,6 +29,8 @@ def scratch_cluster(tmp_path_factory) -> Cluster:
     yield cluster
     if cluster.is_running():
         cluster.down(log=lambda m: None)
+    # As root the cluster may live under /var/tmp (pytest's folders are private).
+    shutil.rmtree(cluster.home, ignore_errors=True)
 
 
 def test_up_is_idempotent_and_survives_a_crash(scratch_cluster):

@@ -1,29 +1,53 @@
 """Shared by the bench scripts: a scratch database with the schema deployed,
-on the embedded cluster (`make bench` starts it)."""
+on the embedded cluster (started if needed) or on the server named by
+MAILROOM_BENCH_DSN (a superuser libpq URL)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from mailroom.embedded import Cluster
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def with_database(url: str, database: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + database))
+
+
+def _server_url() -> str:
+    if os.environ.get("MAILROOM_BENCH_DSN"):
+        return with_database(os.environ["MAILROOM_BENCH_DSN"], "postgres")
+    cluster = Cluster.for_checkout()
+    if not cluster.is_running():
+        cluster.up(log=lambda m: None)
+    return cluster.url("postgres")
+
 
 @contextmanager
 def scratch_database(name: str):
-    """Yield the URL of a fresh database `name` with mailroom deployed; drop it after."""
-    cluster = Cluster.for_checkout()
-    admin = cluster.url("postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
+    """Yield the URL of a fresh database `name` with mailroom deployed by
+    Sqitch; drop it after."""
+    server = _server_url()
+    with psycopg.connect(server, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(server, name)
     try:
-        cluster.deploy(log=lambda m: None, database=name)
-        yield cluster.url(name)
+        deployed = subprocess.run(["sqitch", "deploy", "--target", "db:pg:" + url.split(":", 1)[1]],
+                                  cwd=ROOT, capture_output=True, text=True)
+        if deployed.returncode != 0:
+            raise RuntimeError("sqitch deploy failed:\n" + deployed.stdout + deployed.stderr)
+        yield url
     finally:
-        with psycopg.connect(admin, autocommit=True) as c:
+        with psycopg.connect(server, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

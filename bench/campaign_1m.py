@@ -14,24 +14,14 @@ Usage: .venv/bin/python bench/campaign_1m.py [--recipients N]
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "runner"))
-
-from mailroom.embedded import Cluster  # noqa: E402
-
-
-def with_database(url: str, database: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + database))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import scratch_database  # noqa: E402
 
 
 def main() -> int:
@@ -39,68 +29,46 @@ def main() -> int:
     parser.add_argument("--recipients", type=int, default=1_000_000)
     args = parser.parse_args()
 
-    if os.environ.get("MAILROOM_BENCH_DSN"):
-        server = with_database(os.environ["MAILROOM_BENCH_DSN"], "postgres")
-    else:
-        cluster = Cluster.for_checkout()
-        if not cluster.is_running():
-            cluster.up(log=lambda m: None)
-        server = cluster.url("postgres")
-    name = "bench_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(server, name)
-    try:
-        deployed = subprocess.run(
-            ["sqitch", "deploy", "--target", "db:pg:" + url.split(":", 1)[1]],
-            cwd=ROOT, capture_output=True, text=True,
+    with scratch_database("mailroom_bench_campaign") as url, psycopg.connect(url, autocommit=True) as conn:
+        n = args.recipients
+        t = time.perf_counter()
+        conn.execute(
+            "CREATE TABLE public.users AS"
+            " SELECT g AS id, 'user' || g || '@example' || (g %% 1000) || '.org' AS email,"
+            "        (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Kolkata', NULL])[1 + g %% 4] AS time_zone,"
+            "        jsonb_build_object('name', 'User ' || g) AS vars"
+            " FROM generate_series(1, %s) g",
+            (n,),
         )
-        if deployed.returncode != 0:
-            print(deployed.stdout + deployed.stderr, file=sys.stderr)
-            return 1
-        with psycopg.connect(url, autocommit=True) as conn:
-            n = args.recipients
-            t = time.perf_counter()
-            conn.execute(
-                "CREATE TABLE public.users AS"
-                " SELECT g AS id, 'user' || g || '@example' || (g %% 1000) || '.org' AS email,"
-                "        (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Kolkata', NULL])[1 + g %% 4] AS time_zone,"
-                "        jsonb_build_object('name', 'User ' || g) AS vars"
-                " FROM generate_series(1, %s) g",
-                (n,),
-            )
-            conn.execute("ALTER TABLE public.users ADD PRIMARY KEY (id)")
-            conn.execute("GRANT SELECT ON public.users TO mailroom_app")
-            conn.execute("ANALYZE public.users")
-            conn.execute("SELECT mailroom.upsert_template('digest', 'Your week', 'Hello {{ name }}')")
-            print(f"users table        {n:>9,} rows    {time.perf_counter() - t:6.1f}s")
+        conn.execute("ALTER TABLE public.users ADD PRIMARY KEY (id)")
+        conn.execute("GRANT SELECT ON public.users TO mailroom_app")
+        conn.execute("ANALYZE public.users")
+        conn.execute("SELECT mailroom.upsert_template('digest', 'Your week', 'Hello {{ name }}')")
+        print(f"users table        {n:>9,} rows    {time.perf_counter() - t:6.1f}s")
 
-            query = "SELECT id AS recipient_id, email, vars, time_zone FROM public.users"
-            conn.execute("SET ROLE mailroom_app")
-            for label in ("enqueue_campaign", "re-run"):
-                t = time.perf_counter()
-                with conn.transaction():
-                    conn.execute(
-                        "SELECT mailroom.enqueue_campaign('weekly digest 2026-07-06', 'digest', %s,"
-                        " p_window_start => '08:00', p_window_end => '20:00')",
-                        (query,),
-                    )
-                elapsed = time.perf_counter() - t
-                conn.execute("RESET ROLE")
-                added = conn.execute("SELECT count(*) FROM mailroom.messages").fetchone()[0]
-                conn.execute("SET ROLE mailroom_app")
-                if label == "re-run":
-                    added -= first
-                else:
-                    first = added
-                print(f"{label:<18} {added:>9,} added   {elapsed:6.1f}s")
+        query = "SELECT id AS recipient_id, email, vars, time_zone FROM public.users"
+        conn.execute("SET ROLE mailroom_app")
+        for label in ("enqueue_campaign", "re-run"):
+            t = time.perf_counter()
+            with conn.transaction():
+                conn.execute(
+                    "SELECT mailroom.enqueue_campaign('weekly digest 2026-07-06', 'digest', %s,"
+                    " p_window_start => '08:00', p_window_end => '20:00')",
+                    (query,),
+                )
+            elapsed = time.perf_counter() - t
             conn.execute("RESET ROLE")
-            if added != 0:
-                print("FAIL: the re-run added rows", file=sys.stderr)
-                return 1
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            added = conn.execute("SELECT count(*) FROM mailroom.messages").fetchone()[0]
+            conn.execute("SET ROLE mailroom_app")
+            if label == "re-run":
+                added -= first
+            else:
+                first = added
+            print(f"{label:<18} {added:>9,} added   {elapsed:6.1f}s")
+        conn.execute("RESET ROLE")
+        if added != 0:
+            print("FAIL: the re-run added rows", file=sys.stderr)
+            return 1
     return 0
 
 

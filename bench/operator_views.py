@@ -1,7 +1,7 @@
 """How long the operator views and functions take on a large history.
 
-Creates a scratch database on the embedded cluster (or --server, a superuser
-URL to a maintenance database), deploys the plan with Sqitch, fills it with
+Creates a scratch database on the embedded cluster (or on MAILROOM_BENCH_DSN,
+a superuser libpq URL), deploys the plan with Sqitch, fills it with
 --history finished mails (each with a ledger row) plus a live queue, and
 prints the time of each operator query. Not a test: it prints figures.
 
@@ -11,13 +11,14 @@ prints the time of each operator query. Not a test: it prints figures.
 from __future__ import annotations
 
 import argparse
-import subprocess
+import sys
 import time
-from urllib.parse import urlsplit, urlunsplit
+from pathlib import Path
 
 import psycopg
 
-from mailroom.embedded import Cluster
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import scratch_database  # noqa: E402
 
 QUERIES = [
     ("queue_stats", "SELECT * FROM mailroom.queue_stats"),
@@ -34,27 +35,13 @@ QUERIES = [
 ]
 
 
-def with_db(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--history", type=int, default=1_000_000, help="finished mails in the history")
     ap.add_argument("--queued", type=int, default=20_000, help="queued, overdue mails")
-    ap.add_argument("--server", default=None, help="superuser URL (default: the embedded cluster)")
     args = ap.parse_args()
 
-    server = args.server or Cluster.for_checkout().url("postgres")
-    name = "bench_operator_views"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {name}")
-    url = with_db(server, name)
-    target = "db:pg:" + url.split(":", 1)[1]
-    subprocess.run(["sqitch", "deploy", "--target", target], cwd=Cluster.for_checkout().root, check=True,
-                   capture_output=True)
-    try:
+    with scratch_database("mailroom_bench_operator_views") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             t0 = time.perf_counter()
             # History over the last 40 days: sent (2% after a retry, 0.1% twice), failed, cancelled.
@@ -118,9 +105,6 @@ def main() -> None:
             pruned = conn.execute("SELECT * FROM mailroom.prune('30 days')").fetchone()
             print(f"{'prune (one call, default batches)':40} {(time.perf_counter() - t) * 1000:15.1f} "
                   f"messages={pruned[0]} attempts={pruned[1]} batches={pruned[2]} more={pruned[3]}")
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 if __name__ == "__main__":

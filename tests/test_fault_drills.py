@@ -249,7 +249,6 @@ def test_drill_postgres_crash_mid_drain(throwaway):
         app.start()
         wait_for(lambda: sink.stats()["received"] >= total // 3, timeout=scale(60, 300), interval=0.02,
                  what="a third of the mail delivered")
-        acked_before = len(app.acked)
         throwaway.crash()
         crashed = time.monotonic()
         time.sleep(down_for)
@@ -257,7 +256,8 @@ def test_drill_postgres_crash_mid_drain(throwaway):
         throwaway.up(deploy=False, log=quiet)  # crash recovery
         restarted = time.monotonic()
         assert throwaway.port == port, "the cluster came back on another port"
-        wait_for(lambda: len(app.acked) >= acked_before + 20, timeout=30, what="the application writing again")
+        acked_at_restart = len(app.acked)
+        wait_for(lambda: len(app.acked) >= acked_at_restart + 20, timeout=30, what="the application writing again")
         app.stop()
         with connect(url) as c:
             wait_for(lambda: set(statuses(c)) == {"sent"}, timeout=scale(60, 300), interval=0.2,

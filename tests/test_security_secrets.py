@@ -134,7 +134,7 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
     outputs["bad URL"] = _cli("run", "--dsn", db_url, "--smtp", _url(25, cafile) + "&bogus=1")
     outputs["bad URL (smtps + starttls)"] = _cli("run", "--dsn", db_url,
                                                  "--smtp", _url(25, cafile).replace("smtp://", "smtps://"))
-    outputs["database down"] = _cli("run", "--dsn", f"postgresql://nobody@127.0.0.1:{free_port()}/x",
+    outputs["database down"] = _cli("run", "--dsn", f"postgresql://nobody:{IN_URL}@127.0.0.1:{free_port()}/x",
                                     "--smtp", _url(25, cafile), "--log-level", "debug")
     assert "exit 2" in outputs["bad URL"] and "exit 1" in outputs["database down"]
 
@@ -154,3 +154,14 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
     assert "smtp://mailer:***@localhost" in outputs["runner log (success, json)"]
     for where, text in outputs.items():
         assert_no_secret(where, text)
+
+
+def test_reply_texts_are_redacted_before_the_ledger():
+    """What mark_outcomes stores (messages.last_error, attempts.smtp_text) passes the redaction too."""
+    from mailroom.transport import Outcome, parse_url
+
+    parse_url(_url(25, None))
+    echoed = " ".join(FORMS.values())
+    stored = Outcome("retry", 535, "5.7.8", f"connect: 535 5.7.8 {echoed}").as_json()["detail"]
+    assert stored.startswith("connect: 535 5.7.8 ***")
+    assert_no_secret("the stored detail", stored)

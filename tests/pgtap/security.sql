@@ -2,7 +2,9 @@
 -- caller's search_path changes nothing a mailroom function does.
 --
 -- The tables below are the decisions. They are checked against the catalogue,
--- so a new function, view or grant without a decision here fails this file.
+-- so a new function, view or grant without a decision here fails this file:
+-- add a row to decisions (or readers) with the roles it is meant for.
+-- No Sqitch change of its own: it tests the whole deployed schema.
 BEGIN;
 SET LOCAL search_path = public, pg_catalog;  -- pgTAP lives in public
 
@@ -137,7 +139,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int * 4 FROM decisions)
             + (SELECT count(*)::int * 4 FROM catalog_rels)
-            + 60);
+            + 60);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,

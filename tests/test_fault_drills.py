@@ -397,6 +397,19 @@ def test_drill_sixteen_runners_never_overlap_leases(db_url, conn):
            seconds=round(drained, 1), per_second=round(total / drained), **figures)
 
 
+def test_the_lease_check_sees_two_leases_at_once(conn):
+    """The check drill 5 (and every verdict) relies on can fail: a second
+    claim recorded while the first lease is still open is found."""
+    enqueue_many(conn, "twice", 1)
+    conn.execute("SELECT count(*) FROM mailroom.claim_batch('first', 1, '1 minute')")
+    assert conn.execute(OVERLAPPING_LEASES).fetchall() == []
+    # What a broken claim would leave behind: another attempt while the first is in flight.
+    conn.execute("""INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at)
+                    SELECT message_id, delivery_key, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
+                    FROM mailroom.attempts""")
+    assert len(conn.execute(OVERLAPPING_LEASES).fetchall()) == 1
+
+
 # 6 ---------------------------------------------------------------------------------------------
 
 def test_drill_poisoned_mail_fails_and_the_rest_flows(db_url, conn):

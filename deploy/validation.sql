@@ -10,8 +10,10 @@
 --   spelled as code point ranges so the check does not depend on the
 --   database's LC_CTYPE.
 -- * The domain must have at least two labels (RFC 5321 2.3.5: only fully
---   qualified names in SMTP) and its top label must not be all digits
---   (RFC 3696 2: "a@1.2.3.4" is not a domain).
+--   qualified names in SMTP), its top label must end in a letter (RFC 3696 2
+--   forbids all-numeric ones; every delegated TLD ends in a letter, so
+--   "a@192.0.2.1" and "a@x.com1" are refused), and a label may not have "--"
+--   in the 3rd and 4th position unless it is an xn-- A-label (RFC 5891).
 -- * Header text (subject, header values) refuses every control character but
 --   TAB, not only CR and LF, and is capped at 64 KiB; all headers of a mail
 --   together are capped at 64 KiB as well.
@@ -75,16 +77,21 @@ BEGIN
     RAISE EXCEPTION 'mailroom: %: "%" has no dot in its domain (a fully qualified domain is required)', p_field, p_address
       USING ERRCODE = '22023';
   END IF;
-  IF v_domain ~ '\.[0-9]+$' THEN
-    RAISE EXCEPTION 'mailroom: %: "%" has an all-numeric top-level domain', p_field, p_address
-      USING ERRCODE = '22023', HINT = 'IP address literals are not accepted.';
+  IF v_domain !~ '[A-Za-z\u0080-\U0010FFFF]$' THEN
+    RAISE EXCEPTION 'mailroom: %: "%" has a top-level domain that does not end in a letter', p_field, p_address
+      USING ERRCODE = '22023', HINT = 'IP addresses are not accepted in place of a domain.';
+  END IF;
+  -- RFC 5891 4.2.3.1: "--" in the 3rd and 4th position is reserved for A-labels (xn--).
+  IF v_domain ~* '(^|\.)([^.x][^.]|x[^.n])--' THEN
+    RAISE EXCEPTION 'mailroom: %: "%" has a domain label with "--" in the 3rd and 4th position that is not an xn-- label',
+      p_field, p_address USING ERRCODE = '22023';
   END IF;
 END
 $$;
 ALTER FUNCTION mailroom._check_address(text, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._check_address(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._check_address(text, text) IS
-  'Internal: raise 22023 unless the value is a single plain email address: no display name, no quoted local part, no IP literal; at most 254 octets (local part 64); a dotted domain whose top label is not all digits; no whitespace, control, invisible or private-use code points.';
+  'Internal: raise 22023 unless the value is a single plain email address: no display name, no quoted local part, no IP literal; at most 254 octets (local part 64); a dotted domain whose top label ends in a letter, no reserved ab-- labels; no whitespace, control, invisible or private-use code points.';
 
 CREATE OR REPLACE FUNCTION mailroom._check_header_text(p_field text, p_value text)
 RETURNS void

@@ -39,7 +39,8 @@ BEGIN
   IF p_address ~ '[[:space:][:cntrl:]]' THEN
     RAISE EXCEPTION 'mailroom: %: contains whitespace or a control character', p_field USING ERRCODE = '22023';
   END IF;
-  v_odd := substring(p_address FROM '[\u0080-\u009F\u00A0\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u1680\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uE000-\uF8FF\uFDD0-\uFDEF\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFF\U000E0000-\U000E0FFF\U000F0000-\U0010FFFF]');
+  -- (only non-ASCII text can hold one: plain ASCII skips the scan)
+  v_odd := CASE WHEN octet_length(p_address) <> length(p_address) THEN substring(p_address FROM '[\u0080-\u009F\u00A0\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u1680\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uE000-\uF8FF\uFDD0-\uFDEF\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFF\U000E0000-\U000E0FFF\U000F0000-\U0010FFFF]') END;
   IF v_odd IS NOT NULL THEN
     RAISE EXCEPTION 'mailroom: %: contains an invisible, format or private-use character (U+%)',
       p_field, upper(lpad(to_hex(ascii(v_odd)), 4, '0')) USING ERRCODE = '22023';

@@ -763,11 +763,6 @@ def test_hostile_values_on_the_wire(db_url, conn):
     assert mail.get_content().replace("\r\n", "\n") == "Bcc: x@evil.example\n.\n..\nend\n"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runner bug (render.py, not owned here): Renderer.build encodes the To header and RCPT as ASCII, so an "
-    "IDN domain accepted by enqueue fails with 'render: UnicodeEncodeError'. Fix: convert the domain to its "
-    "A-label (domain.encode('idna') / the idna package's UTS46) for RCPT and To; fail a non-ASCII local "
-    "part with a RenderError naming SMTPUTF8 unless the relay offers it."))
 def test_hostile_idn_domain_delivered_as_punycode(db_url, conn):
     enqueue(conn, "user@ünicode.de", subject="IDN", body_text="b", delivery_key="idn-1")
     with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", *FAST) as r:
@@ -776,3 +771,26 @@ def test_hostile_idn_domain_delivered_as_punycode(db_url, conn):
     row = conn.execute("SELECT status, last_error FROM mailroom.messages WHERE delivery_key = 'idn-1'").fetchone()
     assert row["status"] == "sent", row
     assert rcpts == [["user@xn--nicode-2ya.de"]]
+
+
+def test_hostile_utf8_local_part_needs_smtputf8(db_url, conn):
+    """enqueue accepts a non-ASCII local part. A relay without SMTPUTF8 cannot
+    take it: that one mail fails at once, saying so; the rest flows. A relay
+    with SMTPUTF8 gets it, domain as A-label, local part as UTF-8."""
+    enqueue(conn, "jürgen@bücher.example", subject="UTF-8", body_text="b", delivery_key="utf8-1")
+    enqueue(conn, "ann@example.com", subject="ASCII", body_text="b", delivery_key="ascii-1")
+    with Sink(keep=True, smtputf8=False) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", *FAST) as r:
+        assert r.wait() == 0, r.log()
+        assert [m["rcpt_tos"] for m in sink.messages] == [["ann@example.com"]]
+    rows = {row["delivery_key"]: row for row in conn.execute(
+        "SELECT delivery_key, status, attempts, last_error FROM mailroom.messages")}
+    assert rows["ascii-1"]["status"] == "sent"
+    assert (rows["utf8-1"]["status"], rows["utf8-1"]["attempts"]) == ("failed", 1)
+    assert rows["utf8-1"]["last_error"] == "mail: a non-ASCII local part needs SMTPUTF8, which the relay does not offer"
+
+    enqueue(conn, "jürgen@bücher.example", subject="UTF-8", body_text="b", delivery_key="utf8-2")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", *FAST) as r:
+        assert r.wait() == 0, r.log()
+        assert [m["rcpt_tos"] for m in sink.messages] == [["jürgen@xn--bcher-kva.example"]]
+        assert parse(sink.messages[0]["data"])["To"] == "jürgen@xn--bcher-kva.example"
+    assert conn.execute("SELECT status FROM mailroom.messages WHERE delivery_key = 'utf8-2'").fetchone()["status"] == "sent"

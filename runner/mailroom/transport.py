@@ -328,8 +328,16 @@ class SmtpConnection(Connection):
         smtp = self.smtp
         assert smtp is not None
         stage = "mail"
+        # A UTF-8 local part (render keeps it, RFC 6532) needs SMTPUTF8: mail
+        # that is all ASCII, the usual case, is sent without it.
+        options: list[str] = []
+        if not (data.isascii() and rcpt.isascii() and envelope_from.isascii()):
+            if not smtp.has_extn("smtputf8"):
+                return Outcome("failed", detail="mail: a non-ASCII local part needs SMTPUTF8, "
+                                                "which the relay does not offer")
+            options = ["SMTPUTF8", "BODY=8BITMIME"] if smtp.has_extn("8bitmime") else ["SMTPUTF8"]
         try:
-            code, resp = smtp.mail(envelope_from)
+            code, resp = smtp.mail(envelope_from, options)
             if code != 250:
                 return self._rejected(code, resp, "mail")
             stage = "rcpt"

@@ -43,7 +43,7 @@ from psycopg.rows import dict_row
 
 from mailroom import logs, metrics, queries
 from mailroom.logs import event
-from mailroom.render import RenderError, Renderer
+from mailroom.render import Built, RenderError, Renderer
 from mailroom.transport import Outcome, Transport
 
 FLUSH_INTERVAL = 0.1
@@ -371,7 +371,10 @@ class Runner:
         row = job.row
         t0 = time.perf_counter()
         try:
-            built = self.renderer.build(row)
+            if conn.needs_message:
+                built = self.renderer.build(row)
+            else:  # plain null://: measures the queue machinery, not rendering
+                built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
         except RenderError as e:
             outcome = Outcome("failed", detail=f"render: {e}")
         except Exception as e:  # noqa: BLE001 - one bad row never stops the runner

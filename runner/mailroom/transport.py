@@ -429,6 +429,11 @@ class Transport:
             for sub in ("tmp", "new", "cur"):
                 (Path(self.url.path) / sub).mkdir(parents=True, exist_ok=True)
 
+    @property
+    def needs_message(self) -> bool:
+        """False for plain null://, whose connections ignore the mail's bytes."""
+        return not (self.url.scheme == "null" and not self.url.render)
+
     def connection(self) -> Connection:
         if self.url.scheme == "null":
             return NullConnection(render=self.url.render)

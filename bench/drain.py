@@ -18,12 +18,14 @@ article's design (baseline) and the least a batched SKIP LOCKED queue can do
   batch, `null://` (accepts without building the mail: the queue machinery);
   then `null://?render=1` (the mail is built and discarded: what rendering
   adds), then SMTP to `mailroom sink` on loopback (30,000 mails: the sink, one
-  Python process, bounds the rate), with the runners' CPU time per mail (user + system of the 4 processes over the drain).
+  Python process, bounds the rate), with the runners' CPU time per mail
+  (user + system of the 4 processes over the drain).
 
-Every side drains freshly loaded rows; baseline, limit and mailroom take turns,
-ratios taken within each round (median over rounds). Runners start, go idle, are stopped (SIGSTOP) while the
-rows are loaded and continued (SIGCONT): the clock starts warm, as for the
-baseline processes. The drain ends at the last sent_at.
+Every side drains freshly loaded rows; baseline, limit and mailroom take
+turns, and ratios are taken within each round (median over rounds). Runners
+start, go idle, are stopped (SIGSTOP) while the rows are loaded and continued
+(SIGCONT): the clock starts warm, as for the baseline processes. The drain
+ends at the last sent_at.
 
     .venv/bin/python bench/drain.py [--quick] [--synchronous-commit=off]
 
@@ -53,6 +55,9 @@ from _common import (ROOT, cpu_seconds, load_queued, mailroom_runners, scratch_d
 
 PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
 WORKERS, SEED_BATCH = 4, 50
+# Runners wake on NOTIFY only: an idle runner then makes no database call at
+# all, so none can be frozen (SIGSTOP) holding a lock the next load needs.
+IDLE = ("--poll-interval", "3600")
 
 SEED_TABLE = """
 CREATE TABLE {t} (
@@ -210,7 +215,7 @@ def main() -> int:
         conn.execute(f"SET synchronous_commit = {sync_commit}")
         conn.execute(SEED_TABLE.format(t="bench_seed"))
         conn.execute(SEED_TABLE.format(t="bench_limit"))
-        with mailroom_runners(url, "null://", WORKERS, name="drain") as procs:
+        with mailroom_runners(url, "null://", WORKERS, *IDLE, name="drain") as procs:
             for r in range(rounds):
                 results["baseline"].append(run_baseline(url, conn, n))
                 for key, run in pgbench_sides.items():
@@ -218,11 +223,11 @@ def main() -> int:
                 rate, c = run_mailroom(url, conn, n, procs, f"null{r}")
                 results["null"].append(rate)
                 cpu["null"].append(c)
-        with mailroom_runners(url, "null://?render=1", WORKERS, name="drain") as procs:
+        with mailroom_runners(url, "null://?render=1", WORKERS, *IDLE, name="drain") as procs:
             rate, c = run_mailroom(url, conn, n, procs, "render")
             results["render"].append(rate)
             cpu["render"].append(c)
-        with sink_process() as smtp, mailroom_runners(url, smtp, WORKERS, name="drain") as procs:
+        with sink_process() as smtp, mailroom_runners(url, smtp, WORKERS, *IDLE, name="drain") as procs:
             rate, c = run_mailroom(url, conn, n_smtp, procs, "smtp")
             results["smtp"].append(rate)
             cpu["smtp"].append(c)

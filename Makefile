@@ -17,10 +17,11 @@ DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
          PGPORT=$$($(MAILROOM) db url | sed -E 's|.*:([0-9]+)/.*|\1|')
 
-.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy demo bench clean
+.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench clean
 
 help:
 	@echo "make test    install what is missing, start the embedded cluster, run pgTAP + pytest + revert/redeploy"
+	@echo "make drill   the fault drills full-size (about 10 minutes): kills, crashes, outages, 50,000 mails"
 	@echo "make demo    send 20,000 mails through 4 runners to a local SMTP sink"
 	@echo "make bench   benchmarks (minutes; not part of the tests)"
 	@echo "make db-up / db-down   start or stop the embedded PostgreSQL cluster"
@@ -73,6 +74,15 @@ revert-redeploy:
 	$(PG_ENV) sqitch verify
 	$(PG_ENV) sqitch revert -y
 	$(PG_ENV) sqitch deploy
+
+# The fault drills of tests/test_fault_drills.py at full size (make test runs
+# them scaled down): 20,000 and 50,000 mails, a 30 s SMTP outage, a 60 s transaction.
+drill: deps venv
+	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
+	$(MAILROOM) db up; \
+	rc=0; MAILROOM_DRILL_SCALE=full $(PYTEST) -m drill -v -s --durations=0 || rc=$$?; \
+	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
+	exit $$rc
 
 # The main job end to end: cluster, sink, 20,000 mails, 4 runners, progress, summary.
 demo: deps venv

@@ -5,10 +5,14 @@ server named by MAILROOM_TEST_DSN, a libpq URL of a superuser connection)."""
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -16,7 +20,7 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from mailroom.embedded import Cluster
+from mailroom.embedded import PG_BIN, SUPERUSER, Cluster, _as_owner, _running_as_root, project_root
 
 TEMPLATE = "mailroom_test_template"
 
@@ -99,3 +103,43 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
 def connect(url: str, **kwargs) -> psycopg.Connection:
     """A new autocommit connection with dict rows (for tests that need several)."""
     return psycopg.connect(url, autocommit=True, row_factory=dict_row, **kwargs)
+
+
+class ThrowawayCluster(Cluster):
+    """The embedded cluster's code, pointed at a temporary folder: for tests
+    that crash PostgreSQL (never the shared cluster the other tests use)."""
+
+    def __init__(self, state: Path):
+        super().__init__(project_root())
+        self._state = state
+
+    @property
+    def state_dir(self) -> Path:
+        return self._state
+
+    def _choose_home(self) -> Path:
+        return self._state / "cluster"
+
+    def crash(self) -> None:
+        """`pg_ctl stop -m immediate`: a crash as far as PostgreSQL can tell."""
+        subprocess.run(
+            _as_owner([str(PG_BIN / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "immediate", "-w"]),
+            check=True, capture_output=True,
+        )
+
+
+@pytest.fixture
+def throwaway() -> Iterator[ThrowawayCluster]:
+    """A cluster of the test's own, not yet started (call .up()); removed after."""
+    state = Path(tempfile.mkdtemp(prefix="mailroom-crash-", dir="/var/tmp"))
+    os.chmod(state, 0o755)  # the postgres user must reach its data folder below
+    if _running_as_root():
+        owner = pwd.getpwnam(SUPERUSER)
+        os.chown(state, owner.pw_uid, owner.pw_gid)
+    cluster = ThrowawayCluster(state)
+    try:
+        yield cluster
+    finally:
+        if cluster.is_running():
+            cluster.crash()  # nothing to keep: the fastest way down
+        shutil.rmtree(state, ignore_errors=True)

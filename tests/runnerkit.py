@@ -19,6 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 FROM = "Mailroom Tests <noreply@tests.mailroom.invalid>"
+MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")  # the runners' Message-ID domain
 
 
 class RunnerProcess:
@@ -93,6 +94,21 @@ def enqueue(conn, to: str, **kw) -> int:
     for k, v in kw.items():
         params[k] = Jsonb(v) if isinstance(v, dict) else v
     return conn.execute(sql, params).fetchone()["id"]
+
+
+def enqueue_many(conn, prefix: str, n: int, *, on_ambiguous: str = "retry", due_ago: str = "0 seconds") -> list[str]:
+    """n mails with delivery keys prefix-1..prefix-n (to the key @example.com),
+    enqueued in one statement; returns the keys."""
+    keys = [f"{prefix}-{i}" for i in range(1, n + 1)]
+    conn.execute(
+        """
+        SELECT mailroom.enqueue(k || '@example.com', 'Drill', 'Body', p_delivery_key => k,
+                                p_on_ambiguous => %(policy)s, p_send_at => now() - %(ago)s::interval)
+        FROM unnest(%(keys)s::text[]) AS k
+        """,
+        {"keys": keys, "policy": on_ambiguous, "ago": due_ago},
+    )
+    return keys
 
 
 def parse(data: bytes):

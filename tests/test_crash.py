@@ -8,54 +8,8 @@ while a logged table kept its row.
 
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
 import psycopg
 import pytest
-
-from mailroom.embedded import PG_BIN, SUPERUSER, Cluster, _as_owner, _running_as_root, project_root
-
-
-class ThrowawayCluster(Cluster):
-    """The embedded cluster's code, pointed at a temporary folder."""
-
-    def __init__(self, state: Path):
-        super().__init__(project_root())
-        self._state = state
-
-    @property
-    def state_dir(self) -> Path:
-        return self._state
-
-    def _choose_home(self) -> Path:
-        return self._state / "cluster"
-
-    def crash(self) -> None:
-        subprocess.run(
-            _as_owner([str(PG_BIN / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "immediate", "-w"]),
-            check=True, capture_output=True,
-        )
-
-
-@pytest.fixture
-def throwaway():
-    state = Path(tempfile.mkdtemp(prefix="mailroom-crash-", dir="/var/tmp"))
-    os.chmod(state, 0o755)  # the postgres user must reach its data folder below
-    if _running_as_root():
-        owner = pwd.getpwnam(SUPERUSER)
-        os.chown(state, owner.pw_uid, owner.pw_gid)
-    cluster = ThrowawayCluster(state)
-    try:
-        yield cluster
-    finally:
-        if cluster.is_running():
-            cluster.crash()  # nothing to keep: the fastest way down
-        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -27,10 +27,9 @@ from collections import Counter
 from aiosmtpd.controller import Controller
 
 from mailroom.render import message_id
-from tests.runnerkit import FROM, RunnerProcess, wait_for
+from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue_many, wait_for
 from tests.operatorkit import run as cli
 
-MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(.*?)\r?$", re.I | re.M)
 
 
@@ -101,19 +100,6 @@ class BlackHole:
 def runner(db_url: str, smtp: str, worker: str, *extra: str) -> RunnerProcess:
     return RunnerProcess(db_url, smtp, "--worker", worker, "--lease", "2", "--poll-interval", "0.2",
                          "--smtp-timeout", "30", "--grace", "5", *extra)
-
-
-def enqueue_many(conn, prefix: str, n: int, *, on_ambiguous: str = "retry", due_ago: str = "0 seconds") -> list[str]:
-    keys = [f"{prefix}-{i}" for i in range(1, n + 1)]
-    conn.execute(
-        """
-        SELECT mailroom.enqueue(k || '@example.com', 'Drill', 'Body', p_delivery_key => k,
-                                p_on_ambiguous => %(policy)s, p_send_at => now() - %(ago)s::interval)
-        FROM unnest(%(keys)s::text[]) AS k
-        """,
-        {"keys": keys, "policy": on_ambiguous, "ago": due_ago},
-    )
-    return keys
 
 
 def count(conn, sql: str, *params) -> int:

@@ -96,18 +96,26 @@ def test_status_takes_the_dsn_from_the_environment(operator_dsn, scenario, monke
     assert json.loads(out)["review"] == 2
 
 
-def test_status_warns_about_a_long_open_transaction(db_url, conn, operator_dsn, scenario):
+def test_status_tells_a_pinned_xmin_horizon_from_a_long_transaction(db_url, conn, operator_dsn, scenario):
     conn.execute("UPDATE mailroom.settings SET value = '50 milliseconds' WHERE key = 'lease_warning_after'")
-    with connect(db_url) as idle:
-        idle.autocommit = False
-        idle.execute("SELECT count(*) FROM mailroom.messages")  # holds a snapshot, idle in transaction
+    with connect(db_url) as reader, connect(db_url) as writer:
+        reader.autocommit = writer.autocommit = False
+        # READ COMMITTED lets go of its snapshot after each statement: idle, it pins nothing.
+        reader.execute("SELECT count(*) FROM mailroom.messages")
+        # A transaction id pins the horizon until the transaction ends.
+        writer.execute("SELECT mailroom.enqueue('w@example.com', 's', 'b')")
         conn.execute("SELECT pg_sleep(0.1)")
         code, out, err = run("status", "--dsn", operator_dsn, "--json")
-        pid = idle.info.backend_pid
-        idle.rollback()
+        pids = reader.info.backend_pid, writer.info.backend_pid
+        reader.rollback()
+        writer.rollback()
+    assert code == 0, err
     warnings = {w["warning"]: w for w in json.loads(out)["warnings"]}
-    assert "long_transaction" in warnings, out
-    assert f"pid {pid} " in warnings["long_transaction"]["detail"]
+    assert warnings["long_transaction"]["count"] == 1, out
+    assert f"pid {pids[0]} " in warnings["long_transaction"]["detail"]
+    assert "vacuum is not held back" in warnings["long_transaction"]["detail"]
+    assert warnings["xmin_horizon"]["count"] == 1, out
+    assert f"pid {pids[1]} " in warnings["xmin_horizon"]["detail"]
 
 
 def test_inspect_by_key_and_by_id(operator_dsn, scenario):

@@ -62,6 +62,10 @@ def _free_port() -> int:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As PostgreSQL binds: after a crash the port's old connections linger
+        # in TIME_WAIT, which must not push the restarted cluster (and every
+        # client still configured for it) to another port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -243,6 +243,11 @@ class Sink:
                 "updated_at": time.time(),
             }
 
+    def accepted_ids(self) -> Counter[str]:
+        """Every Message-ID accepted so far and how many times (a copy)."""
+        with self.lock:
+            return Counter(self._accepted_by_id)
+
     def write_stats(self) -> None:
         if self.stats_file is None:
             return

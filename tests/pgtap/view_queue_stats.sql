@@ -1,6 +1,6 @@
 -- Tests for mailroom:view_queue_stats (and open_transactions)
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -49,18 +49,23 @@ SELECT results_eq(
 SELECT ok((SELECT detail LIKE '1 mail(s) wait for an operator decision%' FROM mailroom.queue_stats WHERE warning = 'review_waiting'),
   'the warning says what to do');
 
--- This test's own transaction is the long one once the threshold is tiny.
+-- This test's own transaction is the long one once the threshold is tiny. It
+-- wrote (a transaction id), so it pins the xmin horizon: that is the warning.
 SELECT pg_sleep(0.02);
 UPDATE mailroom.settings SET value = '10 milliseconds' WHERE key = 'lease_warning_after';
 SELECT results_eq(
-  $$SELECT warning, messages FROM mailroom.queue_stats WHERE warning = 'long_transaction'$$,
-  $$VALUES ('long_transaction'::text, 1::bigint)$$,
-  'a transaction open longer than lease_warning_after is warned about');
-SELECT ok((SELECT detail ~ ('pid ' || pg_backend_pid() || ' postgres') AND detail LIKE '%vacuum cannot remove dead queue rows%'
-           FROM mailroom.queue_stats WHERE warning = 'long_transaction'),
-  'the warning names the session and the consequence');
-SELECT ok((SELECT age > interval '10 milliseconds' AND kind = 'transaction' FROM mailroom.open_transactions() WHERE pid = pg_backend_pid()),
-  'open_transactions lists it with its age');
+  $$SELECT warning, messages FROM mailroom.queue_stats WHERE warning IN ('xmin_horizon', 'long_transaction')$$,
+  $$VALUES ('xmin_horizon'::text, 1::bigint)$$,
+  'a transaction holding a transaction id for longer than lease_warning_after pins the xmin horizon (and is not also a long_transaction)');
+SELECT ok((SELECT detail ~ ('pid ' || pg_backend_pid() || ' postgres') AND detail LIKE '%Vacuum cannot remove row versions%'
+                  AND detail LIKE '%pg_terminate_backend(pid)%'
+           FROM mailroom.queue_stats WHERE warning = 'xmin_horizon'),
+  'the warning names the session, the consequence and the remedy');
+SELECT ok((SELECT age > interval '10 milliseconds' AND kind = 'transaction' AND pins_horizon AND horizon_xid_age >= 0
+           FROM mailroom.open_transactions() WHERE pid = pg_backend_pid()),
+  'open_transactions lists it with its age and as pinning the horizon');
+SELECT ok((SELECT oldest_age > interval '10 milliseconds' FROM mailroom.queue_stats WHERE warning = 'xmin_horizon'),
+  'the warning carries the age of the oldest holder');
 
 SET LOCAL ROLE mailroom_operator;
 SELECT is((SELECT count(*)::int FROM mailroom.queue_stats WHERE kind = 'warning'), 2, 'an operator reads it, warnings included');

@@ -1,6 +1,6 @@
 -- Tests for mailroom:claim_batch
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -125,6 +125,26 @@ SELECT is_empty($$SELECT * FROM mailroom.claim_batch('w', 100, '1 minute', 'minu
   'and nothing more within that minute');
 SELECT results_eq($$SELECT count(*)::int FROM mailroom.claim_batch('w', 100, '1 minute', 'minutely', '2030-02-01 00:03:02Z')$$,
   $$VALUES (3)$$, 'a minute (and a slot) later the rest');
+
+-- A claim whose transaction began before a release handed the mail back
+-- (its p_now is earlier than the release) is stamped when the mail was free:
+-- the ledger never shows two leases of one message at once.
+SELECT mailroom.enqueue('hb@handback.test', 'Hi', 'B', p_delivery_key => 'handback', p_sender => 'handback',
+                        p_send_at => '2030-03-01Z', p_now => '2030-03-01Z');
+CREATE TEMP TABLE handback AS
+  SELECT * FROM mailroom.claim_batch('w-a', 1, '1 minute', 'handback', '2030-03-01 00:00:01Z');
+SELECT mailroom.release(ARRAY(SELECT id FROM handback), (SELECT lease_token FROM handback), '2030-03-01 00:00:05Z');
+CREATE TEMP TABLE handback_again AS
+  SELECT * FROM mailroom.claim_batch('w-b', 1, '1 minute', 'handback', '2030-03-01 00:00:04Z');
+SELECT results_eq(
+  $$SELECT m.claimed_at, a.claimed_at FROM handback_again c
+    JOIN mailroom.messages m ON m.id = c.id JOIN mailroom.attempts a ON a.message_id = c.id AND a.lease_token = c.lease_token$$,
+  $$VALUES ('2030-03-01 00:00:05Z'::timestamptz, '2030-03-01 00:00:05Z'::timestamptz)$$,
+  'a claim that began before the release is stamped at the release, on the message and in the ledger');
+SELECT is((SELECT count(*)::int FROM mailroom.attempts a JOIN mailroom.attempts b
+             ON a.message_id = b.message_id AND a.id < b.id
+            WHERE a.delivery_key = 'handback' AND b.claimed_at < a.finished_at), 0,
+  'the two attempts of the handed-back mail do not overlap');
 
 SET LOCAL ROLE mailroom_runner;
 SELECT lives_ok($$SELECT * FROM mailroom.claim_batch('as-runner', 1)$$, 'the runner role can claim');

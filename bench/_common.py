@@ -60,3 +60,19 @@ def per_op_us(fn, n: int, rounds: int = 3) -> float:
             fn(i)
         best = min(best, (time.perf_counter() - t0) / n * 1e6)
     return best
+
+
+def bench_parser(doc: str):
+    """An argparse parser with the --quick flag every bench script takes
+    (bench/_run.py passes it for `make bench QUICK=1`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench QUICK=1, all within 3 minutes)")
+    return parser
+
+
+def target(description: str, value: str, ok: bool) -> None:
+    """Print one target line in the form bench/_run.py collects:
+    `target <description>: <value> (ok|MISSED)`."""
+    print(f"target {description}: {value} ({'ok' if ok else 'MISSED'})", flush=True)

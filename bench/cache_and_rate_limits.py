@@ -11,7 +11,7 @@ here beyond reporting the ratios; the target lines are this script's own
 bounds (cache_get <= 1.5 x the PK SELECT, the writers <= 2 x the plain upsert
 with synchronous_commit=off, where no WAL flush hides the difference).
 Run: make bench (or .venv/bin/python bench/cache_and_rate_limits.py [--quick]
-with the cluster up; --quick: 1,000 calls per run instead of 3,000).
+with the cluster up; --quick: 500 calls per run instead of 3,000).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import bench_parser, per_op_us, scratch_database, target  # noqa: E402
 
 ARGS = bench_parser(__doc__).parse_args()
-N = int(os.environ.get("BENCH_N", "1000" if ARGS.quick else "3000"))
+N = int(os.environ.get("BENCH_N", "500" if ARGS.quick else "3000"))
 KEYS = 10_000
 VALUE = {"id": 1, "title": "An introduction to PostgreSQL", "tags": ["db", "sql"], "body": "x" * 150}
 

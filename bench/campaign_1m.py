@@ -2,7 +2,7 @@
 against a bare INSERT ... SELECT of the same rows.
 
 In a scratch database (embedded cluster, or MAILROOM_BENCH_DSN), a users table
-of N recipients (1,000,000; --quick 100,000), then, alternating, best of 2
+of N recipients (1,000,000; --quick 50,000), then, alternating, best of 2
 rounds each, every side starting from empty tables after a CHECKPOINT:
 
   bare        INSERT ... SELECT of the same rows (same column values) into a
@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--recipients", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    n = args.recipients or (100_000 if args.quick else 1_000_000)
+    n = args.recipients or (50_000 if args.quick else 1_000_000)
 
     print(f"mailroom bench: bulk enqueue of {n:,} recipients, best of {args.rounds} alternating rounds")
     with scratch_database("mailroom_bench_campaign") as url, psycopg.connect(url, autocommit=True) as conn:

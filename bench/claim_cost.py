@@ -4,7 +4,7 @@
 MAILROOM_BENCH_DSN); 200 claims of 100 per configuration, one connection,
 limits set high enough never to throttle, so only their bookkeeping is timed.
 
-    .venv/bin/python bench/claim_cost.py [--quick]   (--quick: 20,000 mails, 100 claims)
+    .venv/bin/python bench/claim_cost.py [--quick]   (--quick: 10,000 mails, 50 claims)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CONFIGURATIONS = [
 def main() -> int:
     global QUEUED, CLAIMS
     if bench_parser(__doc__).parse_args().quick:
-        QUEUED, CLAIMS = 20_000, 100
+        QUEUED, CLAIMS = 10_000, 50
     print(f"mailroom bench: claim_batch of {BATCH}, {CLAIMS} claims over {QUEUED:,} queued mails to 50 domains")
     print(f"{'configuration':32} {'median ms':>10} {'p95 ms':>8}")
     with scratch_database("mailroom_bench_claim") as url, psycopg.connect(url, autocommit=True) as conn:

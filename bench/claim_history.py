@@ -7,7 +7,7 @@ Two scratch databases side by side on the same cluster: `empty` and
 owner, then VACUUM ANALYZE). Both get the same 40,000 queued mails to 50
 domains. Then 400 claims of 100 (one connection per database, no send rates),
 alternating empty / history claim by claim so noise hits both sides alike.
---quick: 500,000 history rows, 200 claims.
+--quick: 500,000 history rows, 100 claims.
 
 Target: median and p99 with history / empty <= 1.3.
     .venv/bin/python bench/claim_history.py [--quick] [--history N]
@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=None)
     args = parser.parse_args()
     history = args.history or (500_000 if args.quick else 5_000_000)
-    claims = 200 if args.quick else 400
+    claims = 100 if args.quick else 400
     queued = claims * BATCH
 
     print(f"mailroom bench: claim_batch of {BATCH}, {claims} claims each, over {queued:,} queued mails,"

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import _server_url  # noqa: E402
 
-TARGET = re.compile(r"^\s*target (?P<what>.+): (?P<value>.+) \((?P<verdict>ok|MISSED)\)\s*$")
+TARGET = re.compile(r"^\s*target (?P<what>.+?): (?P<value>.+) \((?P<verdict>ok|MISSED)\)\s*$")
 
 # Settings that change what the figures mean, shown even at their defaults.
 SETTINGS = (

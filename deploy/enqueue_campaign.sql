@@ -23,6 +23,8 @@ DECLARE
   v_count  bigint;
   v_notify boolean;
   v_sql    text;
+  v_rerun  boolean;
+  v_known  text;
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_class
                  WHERE oid = to_regclass('pg_temp.mailroom_campaign_recipients')
@@ -60,16 +62,13 @@ BEGIN
     PERFORM mailroom._zone_check(v_zone, 'recipients.time_zone');
   END LOOP;
 
-  -- A re-run: known recipients leave the staging table first. (v0.1.0 had a
-  -- NOT EXISTS against messages inside the INSERT; when the planner saw
-  -- messages as nearly empty it chose a nested loop that rescanned the very
-  -- table the INSERT was growing: quadratic, over 10 minutes for 200,000
-  -- recipients after a TRUNCATE + VACUUM. Neither table grows here.)
-  IF EXISTS (SELECT FROM mailroom.messages m WHERE m.campaign_id = v_c.id) THEN
-    DELETE FROM pg_temp.mailroom_campaign_recipients t
-    USING mailroom.messages m
-    WHERE m.campaign_id = v_c.id AND m.recipient_id = t.recipient_id;
-  END IF;
+  -- A re-run skips known recipients with an anti-join inside the INSERT;
+  -- a first run (no message of the campaign yet) needs none. (v0.1.0 always
+  -- had it: right after a TRUNCATE + VACUUM the planner saw messages as empty
+  -- and rescanned, per recipient, the very table the INSERT was growing:
+  -- over 10 minutes for 200,000 recipients. A re-run finds the campaign's
+  -- rows on disk, so the planner no longer takes messages for empty.)
+  v_rerun := EXISTS (SELECT FROM mailroom.messages m WHERE m.campaign_id = v_c.id);
 
   -- One statement for every recipient. The address is snapshotted; a
   -- suppressed or malformed address is kept as cancelled (auditable); the send
@@ -80,10 +79,13 @@ BEGIN
   -- rows, bench/campaign_1m.py), yet it only matters when a row collides:
   -- a recipient_id twice in the query, a concurrent run of the same campaign
   -- (the insert waits for it, then fails), or a delivery key someone already
-  -- used. Recipients known before this call were removed just above.
+  -- used. Recipients known before this call are skipped by the anti-join.
   -- On any unique violation the subtransaction is undone and the same
   -- statement runs again with ON CONFLICT DO NOTHING: same result, paid only
   -- when needed.
+  v_known := CASE WHEN v_rerun THEN
+    'WHERE NOT EXISTS (SELECT FROM mailroom.messages m WHERE m.campaign_id = ($1).id AND m.recipient_id = r.recipient_id)'
+    ELSE '' END;
   v_sql := $sql$
   WITH openings AS (
     SELECT z.zone, mailroom._window_open(z.zone, ($1).window_start, ($1).window_end, ($1).send_at) AS run_at
@@ -112,14 +114,15 @@ BEGIN
     LEFT JOIN mailroom.suppressions s
       ON r.ok AND s.address_key = mailroom._address_key(r.email)
     %s
+    %s
     RETURNING status, run_at
   )
   SELECT count(*), coalesce(bool_or(status = 'queued' AND run_at <= $2), false)
   FROM inserted$sql$;
   BEGIN
-    EXECUTE format(v_sql, '') INTO v_count, v_notify USING v_c, p_now;
+    EXECUTE format(v_sql, v_known, '') INTO v_count, v_notify USING v_c, p_now;
   EXCEPTION WHEN unique_violation THEN
-    EXECUTE format(v_sql, 'ON CONFLICT DO NOTHING') INTO v_count, v_notify USING v_c, p_now;
+    EXECUTE format(v_sql, v_known, 'ON CONFLICT DO NOTHING') INTO v_count, v_notify USING v_c, p_now;
   END;
 
   DROP TABLE pg_temp.mailroom_campaign_recipients;

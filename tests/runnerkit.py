@@ -3,13 +3,17 @@ for database conditions, read what a sink received."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 from email import message_from_bytes, policy
+from pathlib import Path
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -18,14 +22,14 @@ FROM = "Mailroom Tests <noreply@tests.mailroom.invalid>"
 
 
 class RunnerProcess:
-    """`mailroom run` in a subprocess; stderr (the log) goes to a temp file."""
+    """`mailroom run` in a subprocess; stderr (the log) and stdout go to one temp file."""
 
     def __init__(self, dsn: str, smtp: str, *args: str, env: dict | None = None):
         self.log_file = tempfile.NamedTemporaryFile("w+", prefix="runner-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "mailroom.cli", "run", "--dsn", dsn, "--smtp", smtp,
                "--from", FROM, *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file, env=full_env)
+        self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, env=full_env)
 
     def log(self) -> str:
         with open(self.log_file.name) as f:
@@ -94,3 +98,34 @@ def enqueue(conn, to: str, **kw) -> int:
 def parse(data: bytes):
     return message_from_bytes(data, policy=policy.default)
 
+
+
+def self_signed_cert(directory: Path) -> tuple[ssl.SSLContext, str]:
+    """A self-signed certificate for localhost and 127.0.0.1 written to `directory`:
+    the server's SSL context and the path of the PEM file to use as a client's cafile."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    d = Path(directory)
+    (d / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (d / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return ctx, str(d / "cert.pem")

@@ -10,6 +10,9 @@ DO $$
 BEGIN
   ASSERT mailroom._schedule_delivery_key(7, '2026-03-30 06:00Z', 'Europe/Berlin', 'email')
          = 'schedule:7:2026-03-30T08:00:email', '_schedule_delivery_key is wrong';
+  ASSERT (SELECT prosrc FROM pg_proc
+          WHERE oid = 'mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, timestamptz)'::regprocedure)
+         LIKE '%mailroom: recipient_id:%', 'schedule_upsert does not check recipient_id';
 END
 $$;
 

@@ -21,14 +21,17 @@ _secrets_lock = threading.Lock()
 
 
 def register_secret(value: str | None) -> None:
-    """Never print `value` (or its URL-quoted form) in any log line."""
+    """Never print `value` in any log line, nor its URL-quoted or base64 forms
+    (AUTH LOGIN sends the password base64-encoded; a server may echo it)."""
     if not value:
         return
-    from urllib.parse import quote
+    import base64
+    from urllib.parse import quote, quote_plus
 
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value, safe=""),
+             base64.b64encode(value.encode()).decode()}
     with _secrets_lock:
-        _secrets.add(value)
-        _secrets.add(quote(value, safe=""))
+        _secrets.update(forms)
 
 
 def redact(text: str) -> str:

@@ -28,6 +28,7 @@ and reuses it; a broken session is closed and opened again on the next mail.
 
 from __future__ import annotations
 
+import base64
 import mailbox
 import re
 import smtplib
@@ -65,8 +66,8 @@ class Outcome:
             d["smtp_code"] = self.smtp_code
         if self.smtp_enhanced:
             d["smtp_enhanced"] = self.smtp_enhanced
-        if self.detail:
-            d["detail"] = self.detail[:1000]
+        if self.detail:  # a reply text may echo credentials: redact before it is stored
+            d["detail"] = logs.redact(self.detail)[:1000]
         if self.provider_id:
             d["provider_id"] = self.provider_id[:200]
         return d
@@ -168,7 +169,11 @@ def parse_url(url: str, default_timeout: float = 30.0) -> TransportURL:
         raise TransportConfigError("transport URL: timeout must be > 0")
     username = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
-    logs.register_secret(password)
+    if password is not None:
+        # As written in the URL, as decoded, and as AUTH PLAIN sends it (base64 of \0user\0password).
+        logs.register_secret(parts.password)
+        logs.register_secret(password)
+        logs.register_secret(base64.b64encode(f"\0{username or ''}\0{password}".encode()).decode())
     return TransportURL(
         scheme,
         host=parts.hostname,

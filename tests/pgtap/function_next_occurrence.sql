@@ -1,7 +1,7 @@
 -- pgTAP: mailroom.next_occurrence — cron rules in local time across DST.
 -- Every expected instant is written out literally (UTC).
 BEGIN;
-SELECT plan(73);
+SELECT plan(78);
 SET LOCAL timezone = 'UTC';
 
 -- n consecutive occurrences after p_after
@@ -14,6 +14,17 @@ BEGIN
     v_out := v_out || v_t;
   END LOOP;
   RETURN v_out;
+END $$;
+
+-- the HINT of the error a statement raises
+CREATE FUNCTION pg_temp.hint_of(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE v_hint text;
+BEGIN
+  EXECUTE p_sql;
+  RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS v_hint = PG_EXCEPTION_HINT;
+  RETURN v_hint;
 END $$;
 
 -- contract
@@ -188,6 +199,18 @@ SELECT throws_ok($$SELECT mailroom.next_occurrence('0 0 30 2 *', 'UTC', now())$$
   'mailroom: rule: day-of-month "30" never occurs in month "2"', 'a rule that never fires');
 SELECT throws_ok($$SELECT mailroom.next_occurrence('@reboot', 'UTC', now())$$, '22023',
   'mailroom: rule: unknown macro "@reboot"', 'unknown macro');
+
+-- hostile input (rework after v0.1.0)
+SELECT throws_ok($$SELECT mailroom.next_occurrence('0 8 * * *', 'UTC', 'infinity')$$, '22023',
+  'mailroom: after: must be an instant from 1900 to 8999, got infinity', 'an infinite instant is refused, not answered with NULL');
+SELECT throws_ok($$SELECT mailroom.next_occurrence('0 8 * * *', 'UTC', '294276-12-31 00:00Z')$$, '22023',
+  'mailroom: after: must be an instant from 1900 to 8999, got 294276-12-31 00:00:00+00', 'a far-off instant is refused, not 22008');
+SELECT throws_ok($$SELECT mailroom.next_occurrence(repeat('0,', 600) || '0 * * * *', 'UTC', now())$$, '22023',
+  'mailroom: rule: longer than 1000 characters (1209)', 'an over-long rule');
+SELECT throws_ok($$SELECT mailroom._zone_check('Mars/Olympus')$$, '22023',
+  'mailroom: zone: "Mars/Olympus" is not a known IANA time zone', 'unknown zone');
+SELECT is((SELECT pg_temp.hint_of($$SELECT mailroom._zone_check('Mars/Olympus')$$)),
+  'use a name from pg_timezone_names such as Europe/Berlin', 'no case-insensitive match: a real example as hint, not ""');
 
 SELECT * FROM finish();
 ROLLBACK;

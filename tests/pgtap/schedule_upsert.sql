@@ -1,6 +1,6 @@
 -- pgTAP: schedule_upsert / schedule_set_active — changes apply to still-queued mail.
 BEGIN;
-SELECT plan(30);
+SELECT plan(33);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
@@ -104,6 +104,12 @@ SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 
   '22023', 'mailroom: channel: "E Mail" is not a channel name (a-z, 0-9, _ and -, at most 32)', 'bad channel');
 SELECT throws_ok($$SELECT mailroom.schedule_set_active('nope', false)$$,
   '22023', 'mailroom: key: no schedule named "nope"', 'unknown schedule');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_recipient_id => E'42\r\nX')$$,
+  '22023', 'mailroom: recipient_id: must be NULL or 1 to 200 characters without control characters', 'recipient_id with CR/LF');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_recipient_id => repeat('x', 201))$$,
+  '22023', 'mailroom: recipient_id: must be NULL or 1 to 200 characters without control characters', 'recipient_id over 200 characters');
+SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_recipient_id => '')$$,
+  '22023', 'mailroom: recipient_id: must be NULL or 1 to 200 characters without control characters', 'empty recipient_id');
 RESET ROLE;
 SELECT is((SELECT count(*)::int FROM mailroom.schedules), 1, 'no schedule was written by the bad calls');
 

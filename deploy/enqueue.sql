@@ -66,7 +66,7 @@ BEGIN
         USING ERRCODE = '22023', HINT = 'Create it with mailroom.upsert_template().';
     END IF;
   END IF;
-  IF p_subject ~ '[\r\n]' THEN
+  IF p_subject IS NOT NULL THEN
     PERFORM mailroom._check_header_text('subject', p_subject);
   END IF;
   IF p_body_text IS NOT NULL OR p_body_html IS NOT NULL THEN

@@ -1,7 +1,27 @@
 -- Revert mailroom:enqueue_campaign from pg
--- Puts back the v0.1.0 _campaign_fill (one INSERT ... ON CONFLICT DO NOTHING).
+-- Puts back the v0.1.0 _address_ok and _campaign_fill (one INSERT ... ON CONFLICT DO NOTHING).
 
 BEGIN;
+
+CREATE OR REPLACE FUNCTION mailroom._address_ok(p_address text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT p_address IS NOT NULL
+     AND length(p_address) <= 254
+     AND p_address !~ '[[:space:][:cntrl:]]'
+     AND length(split_part(p_address, '@', 1)) <= 64
+     AND (
+       -- fast path for plain ASCII addresses (the full pattern's bounded
+       -- repetitions cost ~7 s per million rows, this ~1.5 s) ...
+       (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$'
+        AND split_part(p_address, '@', 2) !~ '(^|\.)-|-(\.|$)'
+        AND (length(split_part(p_address, '@', 2)) < 64 OR split_part(p_address, '@', 2) !~ '[^.]{64}'))
+       -- ... else the full rule, non-ASCII included
+       OR p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+)*@([A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)(\.[A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)*$')
+$$;
+COMMENT ON FUNCTION mailroom._address_ok(text) IS
+  'Internal: true when the value is a plain email address by the rules of _check_address (which raises instead).';
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_fill(p_campaign bigint, p_now timestamptz)
 RETURNS bigint

@@ -107,3 +107,104 @@ def target(description: str, value: str, ok: bool) -> None:
     """Print one target line in the form bench/_run.py collects:
     `target <description>: <value> (ok|MISSED)`."""
     print(f"target {description}: {value} ({'ok' if ok else 'MISSED'})", flush=True)
+
+
+# -- `mailroom run` processes for the runner benchmarks (drain, pickup, runner_memory) --
+
+def _runnerkit():
+    """tests/runnerkit.py's RunnerProcess: the same real `mailroom run` process the tests use."""
+    import sys
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.runnerkit import RunnerProcess
+    return RunnerProcess
+
+
+@contextmanager
+def mailroom_runners(url: str, smtp: str, n: int, *args: str, name: str = "bench"):
+    """Start n `mailroom run` processes and yield them once each is idle and
+    LISTENing (its LISTEN connection is open); stop them (SIGTERM) after."""
+    RunnerProcess = _runnerkit()
+    procs = [RunnerProcess(url, smtp, "--worker", f"{name}-{i}", "--log-level", "warning", *args)
+             for i in range(n)]
+    try:
+        deadline = time.monotonic() + 60
+        with psycopg.connect(url, autocommit=True) as c:
+            while c.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                            " AND application_name LIKE 'mailroom-run %%' AND query LIKE 'LISTEN%%'"
+                            " AND state = 'idle'").fetchone()[0] < n:
+                dead = [p for p in procs if p.proc.poll() is not None]
+                if dead:
+                    raise RuntimeError("a runner exited:\n" + dead[0].log())
+                if time.monotonic() > deadline:
+                    raise RuntimeError("runners did not start within 60 s")
+                time.sleep(0.05)
+        time.sleep(0.2)  # past the first claim the listener triggers on connecting
+        yield procs
+    finally:
+        for p in procs:
+            try:
+                p.stop(timeout=60)
+            except AssertionError:
+                pass
+            p.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set size (VmHWM) of a running process, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/%d/status" % pid)
+
+
+BENCH_TEMPLATE = ("SELECT mailroom.upsert_template('bench', 'Your order {{ n }}, {{ name }}',"
+                  " 'Hello {{ name }},\nyour order {{ n }} has shipped.\n',"
+                  " '<p>Hello {{ name }},</p><p>your order <b>{{ n }}</b> has shipped.</p>')")
+
+
+def load_queued(conn, n: int, tag: str = "") -> None:
+    """Empty the queue and its ledger, then store n queued mails to 50 domains
+    (template 'bench' with per-mail variables), vacuumed and analysed.
+    Plain INSERT: loading is not what is measured."""
+    conn.execute("TRUNCATE mailroom.attempts, mailroom.messages CASCADE")
+    conn.execute(BENCH_TEMPLATE)
+    conn.execute(
+        "INSERT INTO mailroom.messages (delivery_key, to_address, template_key, template_vars)"
+        " SELECT 'bench-' || %s || '-' || g, 'user' || g || '@d' || (g %% 50) || '.example', 'bench',"
+        "        jsonb_build_object('name', 'User ' || g, 'n', g)"
+        " FROM generate_series(1, %s) g", (tag, n))
+    conn.execute("VACUUM ANALYZE mailroom.messages")
+    conn.execute("VACUUM ANALYZE mailroom.attempts")
+
+
+@contextmanager
+def sink_process():
+    """`mailroom sink` in its own process on a free loopback port; yields its smtp:// URL."""
+    import socket
+    import sys
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "sink", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("mailroom sink did not start")
+                time.sleep(0.05)
+        yield f"smtp://127.0.0.1:{port}?timeout=30"
+    finally:
+        proc.terminate()
+        proc.wait(30)

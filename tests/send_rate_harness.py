@@ -121,6 +121,23 @@ class RateReport:
                 f"most in one 1 s bucket: {self.max_bucket}")
 
 
+def busiest_claim_second(conn, domain: str | None = None) -> tuple[int, float]:
+    """From the ledger: the most claims within any 1 s span (what the limiter
+    promises, at claim time, whatever the machine's load does to delivery
+    afterwards), and the seconds from the first claim to the last."""
+    row = conn.execute(
+        """SELECT coalesce(max(n), 0) AS busiest,
+                  coalesce(extract(epoch FROM max(claimed_at) - min(claimed_at)), 0)::float8 AS span
+           FROM (SELECT a.claimed_at,
+                        count(*) OVER (ORDER BY a.claimed_at
+                                       RANGE BETWEEN CURRENT ROW AND '999999 microseconds' FOLLOWING) AS n
+                 FROM mailroom.attempts a JOIN mailroom.messages m ON m.id = a.message_id
+                 WHERE %(domain)s::text IS NULL OR m.to_domain = %(domain)s) AS claims""",
+        {"domain": domain},
+    ).fetchone()
+    return row["busiest"], row["span"]
+
+
 def report(times: list[float]) -> RateReport:
     assert times, "no mail arrived"
     return RateReport(len(times), times[0], times[-1], Counter(int(t) for t in times))

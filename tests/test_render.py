@@ -85,3 +85,30 @@ def test_template_syntax_error_fails_the_message(r):
     r.load([{"key": "broken", "updated_at": 1, "subject": "{% if %}", "body_text": "x", "body_html": None}])
     with pytest.raises(RenderError, match="syntax error"):
         r.build({**ROW, "template_key": "broken"})
+
+
+def test_idn_domains_become_a_labels_in_envelope_and_headers():
+    """IDNA 2008 with UTS 46 mapping (the idna package): upper case is mapped,
+    and ß stays a letter of its own (IDNA 2003, the stdlib codec, made it 'ss')."""
+    r = Renderer("Shop <shop@BÜCHER.example>")
+    b = r.build({**ROW, "to_address": "user@ünicode.de", "subject": "s", "body_text": "b",
+                 "headers": {"Reply-To": "Help <help@faß.de>"}})
+    m = _parse(b.data)
+    assert b.data.isascii()
+    assert (b.envelope_from, b.rcpt) == ("shop@xn--bcher-kva.example", "user@xn--nicode-2ya.de")
+    assert m["To"] == "user@xn--nicode-2ya.de"
+    assert m["Reply-To"].addresses[0].addr_spec == "help@xn--fa-hia.de"
+    assert m["From"].addresses[0].addr_spec == "shop@xn--bcher-kva.example"
+    assert b.message_id.endswith("@xn--bcher-kva.example>")
+
+
+def test_utf8_local_part_stays_utf8_for_smtputf8(r):
+    b = r.build({**ROW, "to_address": "jürgen@bücher.example", "subject": "s", "body_text": "b"})
+    assert b.rcpt == "jürgen@xn--bcher-kva.example"
+    assert b"\r\nTo: j\xc3\xbcrgen@xn--bcher-kva.example\r\n" in b.data
+    assert not b.data.isascii()  # the transport sends it with SMTPUTF8 or fails it
+
+
+def test_invalid_idn_domain_fails_the_message(r):
+    with pytest.raises(RenderError, match=r"To: '☃\.example' is not a valid internationalised domain name"):
+        r.build({**ROW, "to_address": "user@☃.example", "subject": "s", "body_text": "b"})

@@ -133,3 +133,16 @@ def test_sender_option_serves_only_that_profile(db_url, conn, sink):
         assert r.wait() == 0, r.log()
     rows = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM mailroom.messages")}
     assert rows == {mine: "sent", other: "queued"}
+
+
+@pytest.mark.parametrize("url,expected", [("null://", "sent"), ("null://?render=1", "failed")])
+def test_null_transport_renders_only_when_asked(db_url, conn, url, expected):
+    """null:// accepts without building the mail (a template that cannot render
+    still goes out); null://?render=1 builds it, so the render error fails it."""
+    conn.execute("SELECT mailroom.upsert_template('broken', 'Hi {{ name }}', 'Hello {{ name }}', NULL)")
+    enqueue(conn, "a@example.com", template="broken", vars={})  # no "name": StrictUndefined
+    enqueue(conn, "b@example.com", template="broken", vars={"name": "B"})
+    with RunnerProcess(db_url, url, "--exit-when-idle", *FAST) as r:
+        assert r.wait() == 0, r.log()
+    rows = conn.execute("SELECT to_address, status, status_reason FROM mailroom.messages ORDER BY id").fetchall()
+    assert [(m["to_address"], m["status"]) for m in rows] == [("a@example.com", expected), ("b@example.com", "sent")]

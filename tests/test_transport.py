@@ -61,6 +61,32 @@ def test_outcomes_against_the_sink():
     assert ok.outcome == "sent" and ok.provider_id == "SINK00000001"
 
 
+def test_utf8_local_part_needs_smtputf8():
+    """A UTF-8 local part goes out with SMTPUTF8 when the relay offers it and
+    fails permanently, naming SMTPUTF8, when it does not; ASCII mail on the
+    same session is unaffected."""
+    r = Renderer("noreply@example.com")
+    utf8 = r.build({**ROW, "to_address": "jürgen@bücher.example"})
+    plain = _built()
+    with Sink(keep=True, smtputf8=False) as sink:
+        conn = Transport(sink.url()).connection()
+        refused = conn.send(utf8.envelope_from, utf8.rcpt, utf8.data)
+        ok = conn.send(plain.envelope_from, plain.rcpt, plain.data)
+        conn.close()
+        assert [m["rcpt_tos"] for m in sink.messages] == [["to@example.com"]]
+    assert (refused.outcome, refused.detail) == (
+        "failed", "mail: a non-ASCII local part needs SMTPUTF8, which the relay does not offer")
+    assert ok.outcome == "sent"
+    with Sink(keep=True) as sink:
+        conn = Transport(sink.url()).connection()
+        sent = conn.send(utf8.envelope_from, utf8.rcpt, utf8.data)
+        ok = conn.send(plain.envelope_from, plain.rcpt, plain.data)
+        conn.close()
+        assert [m["rcpt_tos"] for m in sink.messages] == [["jürgen@xn--bcher-kva.example"], ["to@example.com"]]
+        assert b"To: j\xc3\xbcrgen@xn--bcher-kva.example\r\n" in sink.messages[0]["data"]
+    assert sent.outcome == "sent" and ok.outcome == "sent"
+
+
 def test_connection_refused_is_retry():
     o = _send(f"smtp://127.0.0.1:{free_port()}?timeout=2")
     assert o.outcome == "retry" and o.detail.startswith("connect:")
@@ -105,7 +131,18 @@ def test_null_and_file_transports(tmp_path):
     assert msg["Message-ID"].endswith("@example.com>")
 
 
+def test_null_builds_nothing_and_render_1_builds_and_discards():
+    plain, render = Transport("null://"), Transport("null://?render=1")
+    assert not plain.needs_message and not plain.connection().needs_message
+    assert plain.url.redacted() == "null://"
+    assert render.needs_message and render.connection().needs_message
+    assert render.url.redacted() == "null://?render=1"
+    assert Transport("null://?render=0").connection().needs_message is False
+    assert Transport("smtp://localhost:2525").connection().needs_message
+
+
 @pytest.mark.parametrize("url,problem", [
+    ("null://?bogus=1", "unknown parameter"),
     ("ftp://host", "unknown scheme"),
     ("smtp://", "no host"),
     ("smtp://u:pw@host?bogus=1", "unknown parameter"),

@@ -14,11 +14,18 @@ mail always has the same Message-ID, so a duplicate is recognisable downstream),
 a `Date`, the row's headers, and text + HTML as multipart/alternative.
 
 A `RenderError` fails that one message permanently; its text is the reason.
+
+Addresses go on the wire with their domain as an A-label (`user@xn--nicode-2ya.de`,
+IDNA 2008 with UTS 46 mapping, the `idna` package), in the envelope and in the
+address headers. A local part that is not ASCII stays UTF-8 (RFC 6532): the
+header block is then UTF-8 and the transport sends the mail with SMTPUTF8, or
+fails it when the relay does not offer that extension.
 """
 
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import re
 import uuid
@@ -29,6 +36,7 @@ from email.header import Header
 from email.utils import formataddr, getaddresses
 from email.utils import format_datetime, parseaddr
 
+import idna
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -55,13 +63,36 @@ def _text_header(value: str, name: str) -> str:
         linesep="\r\n")
 
 
+@functools.lru_cache(maxsize=4096)
+def _a_label(domain: str) -> str:
+    return idna.encode(domain, uts46=True).decode("ascii")
+
+
+def _idna_address(address: str, name: str) -> str:
+    """The address with its domain as an A-label (xn--...); the local part as given."""
+    local, at, domain = address.rpartition("@")
+    if not at or domain.isascii():
+        return address
+    try:
+        return f"{local}@{_a_label(domain)}"
+    except idna.IDNAError as e:
+        raise RenderError(f"{name}: {domain!r} is not a valid internationalised domain name ({e})") from None
+
+
+def _pair(display: str, address: str) -> str:
+    if address.isascii():
+        return formataddr((display, address), charset="utf-8")
+    # formataddr insists on an ASCII address; a UTF-8 local part (RFC 6532) goes in as is.
+    return formataddr((display, "\0"), charset="utf-8").replace("\0", address)
+
+
 def _address_header(value: str, name: str) -> str:
-    """Address list: display names RFC 2047-encoded when not ASCII."""
+    """Address list: display names RFC 2047-encoded when not ASCII, domains as A-labels."""
     _check_value(value, name)
     pairs = getaddresses([value])
     if not pairs or any("@" not in addr for _, addr in pairs):
         raise RenderError(f"headers: {name}: {value!r} is not an address list")
-    return ",\r\n ".join(formataddr((n, a), charset="utf-8") for n, a in pairs)
+    return ",\r\n ".join(_pair(n, _idna_address(a, name)) for n, a in pairs)
 
 
 def _part(subtype: str, body: str) -> bytes:
@@ -112,8 +143,8 @@ class Renderer:
             raise ValueError(f"--from: {from_address!r} is not an email address")
         self.from_header = from_address
         self._from_encoded = _address_header(from_address, "--from")
-        self.envelope_from = addr
-        self.domain = (message_id_domain or addr.rsplit("@", 1)[1]).strip().lower()
+        self.envelope_from = _idna_address(addr, "--from")
+        self.domain = (message_id_domain or self.envelope_from.rsplit("@", 1)[1]).strip().lower()
         self._text_env = ImmutableSandboxedEnvironment(
             undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
         )
@@ -206,16 +237,16 @@ class Renderer:
         if text and html:
             boundary = "=_mailroom_" + uuid.uuid4().hex
             lines.append(f'Content-Type: multipart/alternative; boundary="{boundary}"')
-            head = "\r\n".join(lines).encode("ascii") + b"\r\n\r\n"
+            head = "\r\n".join(lines).encode("utf-8") + b"\r\n\r\n"
             b = boundary.encode("ascii")
             data = (head + b"This is a multi-part message in MIME format.\r\n"
                     + b"--" + b + b"\r\n" + _part("plain", text)
                     + b"\r\n--" + b + b"\r\n" + _part("html", html)
                     + b"\r\n--" + b + b"--\r\n")
         else:
-            head = "\r\n".join(lines).encode("ascii") + b"\r\n"
+            head = "\r\n".join(lines).encode("utf-8") + b"\r\n"
             data = head + _part("html" if html else "plain", html or text)
-        rcpt = parseaddr(row["to_address"])[1] or row["to_address"]
+        rcpt = _idna_address(parseaddr(row["to_address"])[1] or row["to_address"], "To")
         return Built(self.envelope_from, rcpt, data, mid)
 
     def _content(self, row: dict) -> tuple[str | None, str | None, str | None]:

@@ -137,6 +137,7 @@ class Sink:
         tls_context: ssl.SSLContext | None = None,
         auth: tuple[str, str] | None = None,
         stats_file: str | os.PathLike | None = None,
+        smtputf8: bool = True,
     ):
         self.host = host
         self.port = port or free_port(host)
@@ -175,6 +176,8 @@ class Sink:
             kwargs["auth_require_tls"] = starttls_context is not None or tls_context is not None
         if tls_context is not None:
             kwargs["ssl_context"] = tls_context
+        # aiosmtpd's Controller offers SMTPUTF8 unless told not to; False plays a relay without it.
+        kwargs["enable_SMTPUTF8"] = smtputf8
         self.controller = Controller(_Handler(self), hostname=host, port=self.port,
                                      ready_timeout=10, **kwargs)
         self._writer: threading.Thread | None = None

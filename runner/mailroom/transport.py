@@ -7,7 +7,9 @@ A transport URL names one of:
   refuses to go on when the server does not offer STARTTLS),
 - ``smtps://...`` (implicit TLS, port 465 by default), same parameters,
 - ``file://DIR`` (a maildir, for development: every mail is stored as a file),
-- ``null://`` (accepts every mail at once, for benchmarks).
+- ``null://`` (accepts every mail at once without building it, for
+  benchmarks of the queue machinery), ``null://?render=1`` (builds every mail
+  — template, MIME, headers — and discards it, to measure what rendering costs).
 
 Every transport returns an `Outcome` for every mail, and never raises:
 
@@ -106,13 +108,14 @@ class TransportURL:
     verify: bool = True
     helo: str | None = None
     path: str = ""
+    render: bool = True  # null:// only: build the mail before discarding it
 
     def redacted(self) -> str:
         """The URL as it may be logged: the password replaced by ***."""
         if self.scheme in ("file",):
             return f"file://{self.path}"
         if self.scheme == "null":
-            return "null://"
+            return "null://?render=1" if self.render else "null://"
         auth = ""
         if self.username is not None:
             auth = quote(self.username, safe="") + (":***" if self.password is not None else "") + "@"
@@ -138,7 +141,11 @@ def parse_url(url: str, default_timeout: float = 30.0) -> TransportURL:
         raise TransportConfigError(f"transport URL: cannot parse ({e})") from None
     scheme = parts.scheme.lower()
     if scheme == "null":
-        return TransportURL("null")
+        q = parse_qs(parts.query, keep_blank_values=True)
+        unknown = set(q) - {"render"}
+        if unknown:
+            raise TransportConfigError(f"transport URL: unknown parameter(s) {', '.join(sorted(unknown))}")
+        return TransportURL("null", render="render" in q and _flag(q["render"]))
     if scheme == "file":
         path = unquote(parts.netloc + parts.path)
         if not path:
@@ -200,7 +207,14 @@ def redact_url(url: str) -> str:
 
 
 class Connection:
-    """One worker's transport session. `send` never raises."""
+    """One worker's transport session. `send` never raises.
+
+    `needs_message`: False when the transport ignores the mail's bytes (plain
+    ``null://``), so the runner skips building it; `send` then gets the
+    envelope only and data=b"".
+    """
+
+    needs_message = True
 
     def send(self, envelope_from: str, rcpt: str, data: bytes) -> Outcome:  # pragma: no cover
         raise NotImplementedError
@@ -214,6 +228,11 @@ class Connection:
 
 
 class NullConnection(Connection):
+    """Accepts every mail. With render=False the runner does not build it."""
+
+    def __init__(self, render: bool = False):
+        self.needs_message = render
+
     def send(self, envelope_from: str, rcpt: str, data: bytes) -> Outcome:
         return Outcome("sent", detail="null transport")
 
@@ -328,8 +347,16 @@ class SmtpConnection(Connection):
         smtp = self.smtp
         assert smtp is not None
         stage = "mail"
+        # A UTF-8 local part (render keeps it, RFC 6532) needs SMTPUTF8: mail
+        # that is all ASCII, the usual case, is sent without it.
+        options: list[str] = []
+        if not (data.isascii() and rcpt.isascii() and envelope_from.isascii()):
+            if not smtp.has_extn("smtputf8"):
+                return Outcome("failed", detail="mail: a non-ASCII local part needs SMTPUTF8, "
+                                                "which the relay does not offer")
+            options = ["SMTPUTF8", "BODY=8BITMIME"] if smtp.has_extn("8bitmime") else ["SMTPUTF8"]
         try:
-            code, resp = smtp.mail(envelope_from)
+            code, resp = smtp.mail(envelope_from, options)
             if code != 250:
                 return self._rejected(code, resp, "mail")
             stage = "rcpt"
@@ -415,9 +442,14 @@ class Transport:
             for sub in ("tmp", "new", "cur"):
                 (Path(self.url.path) / sub).mkdir(parents=True, exist_ok=True)
 
+    @property
+    def needs_message(self) -> bool:
+        """False for plain null://, whose connections ignore the mail's bytes."""
+        return not (self.url.scheme == "null" and not self.url.render)
+
     def connection(self) -> Connection:
         if self.url.scheme == "null":
-            return NullConnection()
+            return NullConnection(render=self.url.render)
         if self.url.scheme == "file":
             return MaildirConnection(self.url.path)
         return SmtpConnection(self.url, self.local_hostname)

@@ -1,6 +1,6 @@
 -- pgTAP: mailroom.cache_set
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 
 SELECT has_function('mailroom', 'cache_set', ARRAY['text', 'jsonb', 'interval', 'timestamp with time zone'], 'cache_set exists');
 SELECT is_definer('mailroom', 'cache_set', ARRAY['text', 'jsonb', 'interval', 'timestamp with time zone'], 'cache_set is SECURITY DEFINER');
@@ -27,7 +27,11 @@ SELECT throws_ok($$SELECT mailroom.cache_set(repeat('x', 1001), '1')$$, '22023',
 SELECT throws_ok($$SELECT mailroom.cache_set('k', NULL)$$, '22023', 'mailroom: value: must not be null', 'a SQL NULL value is refused');
 SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '0 seconds')$$, '22023', 'mailroom: ttl: must be positive or NULL for no expiry (got 00:00:00)', 'a zero ttl is refused');
 SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '-1 minute')$$, '22023', 'mailroom: ttl: must be positive or NULL for no expiry (got -00:01:00)', 'a negative ttl is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '101 years')$$, '22023', 'mailroom: ttl: must be at most 100 years, or NULL for no expiry (got 101 years)', 'a ttl over 100 years is refused');
+SELECT throws_ok($$SELECT mailroom.cache_set('k', '3', '100000000 years')$$, '22023', 'mailroom: ttl: must be at most 100 years, or NULL for no expiry (got 100000000 years)', 'a ttl past the timestamp range is refused, not 22008');
 SELECT is((SELECT value FROM mailroom.cache WHERE key = 'k'), '{"v": 2}'::jsonb, 'refused calls changed nothing');
+SELECT mailroom.cache_set('century', '1', '100 years', '2026-06-01 12:00:00+00');
+SELECT is((SELECT expires_at FROM mailroom.cache WHERE key = 'century'), '2126-06-01 12:00:00+00'::timestamptz, 'a ttl of exactly 100 years is accepted');
 
 SET LOCAL ROLE mailroom_app;
 SELECT lives_ok($$SELECT mailroom.cache_set('app', '1', '1 minute')$$, 'mailroom_app can write through the function');

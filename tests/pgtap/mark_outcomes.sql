@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(37);
+SELECT plan(38);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -12,6 +12,9 @@ SELECT has_function('mailroom', 'mark_outcome',
 SELECT is_definer('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'], 'mark_outcomes is SECURITY DEFINER');
 SELECT is_definer('mailroom', 'mark_outcome',
   ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'mark_outcome is SECURITY DEFINER');
+SELECT ok((SELECT proconfig @> ARRAY['plan_cache_mode=force_custom_plan', 'enable_seqscan=off']
+            FROM pg_proc WHERE oid = 'mailroom.mark_outcomes(jsonb, timestamptz)'::regprocedure),
+  'mark_outcomes plans every call afresh, without sequential scans (no stale plan scans the ledger)');
 SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
   'mailroom_runner', ARRAY['EXECUTE'], 'runners may report outcomes');
 SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],

@@ -1,6 +1,6 @@
 -- Tests for mailroom:prune
 BEGIN;
-SELECT plan(17);
+SELECT plan(19);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -35,6 +35,10 @@ CREATE TEMP TABLE snap AS SELECT id FROM mailroom.messages;
 SELECT throws_ok($$SELECT * FROM mailroom.prune('23 hours', '2030-03-01Z')$$, '22023',
   'mailroom: older_than: must be at least 1 day, got 23:00:00', 'less than a day is refused');
 SELECT throws_ok($$SELECT * FROM mailroom.prune(NULL, NULL)$$, '22023', 'mailroom: now: must not be NULL', 'NULL now');
+SELECT throws_ok($$SELECT * FROM mailroom.prune('101 years', '2030-03-01Z')$$, '22023',
+  'mailroom: older_than: must be at most 100 years, got 101 years', 'over 100 years is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.prune('1000000 years', '2030-03-01Z')$$, '22023',
+  'mailroom: older_than: must be at most 100 years, got 1000000 years', 'past the timestamp range is refused, not 22008');
 UPDATE mailroom.settings SET value = '0' WHERE key = 'prune_batch_size';
 SELECT throws_ok($$SELECT * FROM mailroom.prune(NULL, '2030-03-01Z')$$, '22023',
   'mailroom: prune_batch_size: must be between 1 and 1000000, got 0', 'a broken batch setting is refused');

@@ -1,6 +1,6 @@
 -- pgTAP: mailroom.rate_limit (fixed window)
 BEGIN;
-SELECT plan(22);
+SELECT plan(27);
 
 SELECT has_function('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'rate_limit exists');
 SELECT is_definer('mailroom', 'rate_limit', ARRAY['text', 'integer', 'interval', 'timestamp with time zone'], 'rate_limit is SECURITY DEFINER');
@@ -34,7 +34,14 @@ SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('mailroom/sender:x', 1, '1 
 SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 0, '1 s')$$, '22023', 'mailroom: limit: must be at least 1 (got 0)', 'a zero limit is refused');
 SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', NULL, '1 s')$$, '22023', 'mailroom: limit: must be at least 1 (got NULL)', 'a NULL limit is refused');
 SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 1, '0.5 ms')$$, '22023', 'mailroom: window: must be at least 1 millisecond (got 00:00:00.0005)', 'a window under 1 ms is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 1, '367 days')$$, '22023', 'mailroom: window: must be at most 366 days (got 367 days)', 'a window over 366 days is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit('k', 5, '1000000 years')$$, '22023', 'mailroom: window: must be at most 366 days (got 1000000 years)', 'a window past bigint microseconds is refused, not 22003');
+SELECT throws_ok($$SELECT * FROM mailroom.rate_limit_sliding('k', 5, '1000000 years')$$, '22023', 'mailroom: window: must be at most 366 days (got 1000000 years)', 'the sliding limiter shares the bound');
 SELECT is((SELECT count(*) FROM mailroom.rate_limits WHERE key IN ('k', '', 'mailroom/sender:x')), 0::bigint, 'refused calls stored nothing');
+SELECT results_eq($$SELECT allowed, remaining FROM mailroom.rate_limit('yearly', 1000, '1 year', '2026-06-01 12:00:00+00')$$,
+  $$VALUES (true, 999)$$, 'a yearly quota is within the bound');
+SELECT results_eq($$SELECT allowed, remaining FROM mailroom.rate_limit_sliding('yearly-s', 1000, '366 days', '2026-06-01 12:00:00+00')$$,
+  $$VALUES (true, 999)$$, 'so is a sliding window of 366 days');
 
 SET LOCAL ROLE mailroom_app;
 SELECT throws_ok($$SELECT * FROM mailroom.rate_limits$$, '42501', NULL, 'mailroom_app cannot read the table directly');

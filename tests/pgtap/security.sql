@@ -75,6 +75,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_check_lease(interval)', '', 'invoker'),
   ('_check_range(text, numeric, numeric, numeric)', '', 'invoker'),
   ('_check_send_rate(integer, integer)', '', 'invoker'),
+  ('_check_setting(text, text)', '', 'invoker'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),
   ('_cron_value(text, text, integer, integer, text[])', '', 'definer'),

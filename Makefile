@@ -17,13 +17,14 @@ DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
          PGPORT=$$($(MAILROOM) db url | sed -E 's|.*:([0-9]+)/.*|\1|')
 
-.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench clean
+.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench bench-quick clean
 
 help:
 	@echo "make test    install what is missing, start the embedded cluster, run pgTAP + pytest + revert/redeploy"
 	@echo "make drill   the fault drills full-size (about 10 minutes): kills, crashes, outages, 50,000 mails"
 	@echo "make demo    send 20,000 mails through 4 runners to a local SMTP sink"
-	@echo "make bench   benchmarks (minutes; not part of the tests)"
+	@echo "make bench   benchmarks, writes bench/RESULTS.md (up to 20 minutes; not part of the tests)"
+	@echo "make bench QUICK=1 (or make bench-quick)   the same with smaller sizes (up to 3 minutes)"
 	@echo "make db-up / db-down   start or stop the embedded PostgreSQL cluster"
 
 deps:
@@ -92,10 +93,15 @@ clean:
 	-$(MAILROOM) db down
 	rm -rf .mailroom $(VENV)
 
-# Every bench/*.py in turn, on the embedded cluster (each makes its own scratch database).
+# Every benchmark script bench/[!_]*.py in turn through the driver bench/_run.py,
+# which writes bench/RESULTS.md (machine, settings, versions, figures, targets).
+# QUICK=1 (or make bench-quick): smaller sizes, within 3 minutes.
 bench: deps venv
 	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
 	$(MAILROOM) db up; \
-	rc=0; for b in bench/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b || rc=$$?; done; \
+	rc=0; $(VENV)/bin/python bench/_run.py $(if $(QUICK),--quick) || rc=$$?; \
 	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
 	exit $$rc
+
+bench-quick:
+	$(MAKE) --no-print-directory bench QUICK=1

@@ -4,6 +4,7 @@ MAILROOM_BENCH_DSN (a superuser libpq URL)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
@@ -31,20 +32,50 @@ def _server_url() -> str:
     return cluster.url("postgres")
 
 
+TEMPLATE = "mailroom_bench_template"
+
+
+def _schema_hash() -> str:
+    """A hash of everything `sqitch deploy` reads: the template is rebuilt when it changes."""
+    h = hashlib.sha256()
+    for path in sorted([ROOT / "sqitch.plan", ROOT / "sqitch.conf", *(ROOT / "deploy").glob("*.sql")]):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _template(server: str) -> str:
+    """A database with mailroom deployed by Sqitch, kept between scripts and
+    runs (cloning it takes a second, a deploy several): rebuilt whenever the
+    plan or a deploy script changed (its hash is the database's comment)."""
+    want = "mailroom bench template " + _schema_hash()
+    with psycopg.connect(server, autocommit=True) as c:
+        have = c.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                         (TEMPLATE,)).fetchone()
+        if have and have[0] == want:
+            return TEMPLATE
+        c.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        c.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    url = with_database(server, TEMPLATE)
+    deployed = subprocess.run(["sqitch", "deploy", "--target", "db:pg:" + url.split(":", 1)[1]],
+                              cwd=ROOT, capture_output=True, text=True)
+    if deployed.returncode != 0:
+        raise RuntimeError("sqitch deploy failed:\n" + deployed.stdout + deployed.stderr)
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f"COMMENT ON DATABASE \"{TEMPLATE}\" IS '{want}'")
+    return TEMPLATE
+
+
 @contextmanager
 def scratch_database(name: str):
     """Yield the URL of a fresh database `name` with mailroom deployed by
-    Sqitch; drop it after."""
+    Sqitch (a clone of the bench template database); drop it after."""
     server = _server_url()
+    template = _template(server)
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{name}"')
+        c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     url = with_database(server, name)
     try:
-        deployed = subprocess.run(["sqitch", "deploy", "--target", "db:pg:" + url.split(":", 1)[1]],
-                                  cwd=ROOT, capture_output=True, text=True)
-        if deployed.returncode != 0:
-            raise RuntimeError("sqitch deploy failed:\n" + deployed.stdout + deployed.stderr)
         yield url
     finally:
         with psycopg.connect(server, autocommit=True) as c:
@@ -60,6 +91,22 @@ def per_op_us(fn, n: int, rounds: int = 3) -> float:
             fn(i)
         best = min(best, (time.perf_counter() - t0) / n * 1e6)
     return best
+
+
+def bench_parser(doc: str):
+    """An argparse parser with the --quick flag every bench script takes
+    (bench/_run.py passes it for `make bench QUICK=1`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (make bench QUICK=1, all within 3 minutes)")
+    return parser
+
+
+def target(description: str, value: str, ok: bool) -> None:
+    """Print one target line in the form bench/_run.py collects:
+    `target <description>: <value> (ok|MISSED)`."""
+    print(f"target {description}: {value} ({'ok' if ok else 'MISSED'})", flush=True)
 
 
 # -- `mailroom run` processes for the runner benchmarks (drain, pickup, runner_memory) --

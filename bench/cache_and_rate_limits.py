@@ -6,8 +6,12 @@
   rate_limit_sliding   vs  the same plain upsert
 
 One connection, prepared statements, best of 3 runs; ratios > 1 mean mailroom's
-function costs that many times the plain statement. Run: make bench
-(or .venv/bin/python bench/cache_and_rate_limits.py with the cluster up).
+function costs that many times the plain statement. The issue sets no target
+here beyond reporting the ratios; the target lines are this script's own
+bounds (cache_get <= 1.5 x the PK SELECT, the writers <= 2 x the plain upsert
+with synchronous_commit=off, where no WAL flush hides the difference).
+Run: make bench (or .venv/bin/python bench/cache_and_rate_limits.py [--quick]
+with the cluster up; --quick: 500 calls per run instead of 3,000).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import per_op_us, scratch_database  # noqa: E402
+from _common import bench_parser, per_op_us, scratch_database, target  # noqa: E402
 
-N = int(os.environ.get("BENCH_N", "3000"))
+ARGS = bench_parser(__doc__).parse_args()
+N = int(os.environ.get("BENCH_N", "500" if ARGS.quick else "3000"))
 KEYS = 10_000
 VALUE = {"id": 1, "title": "An introduction to PostgreSQL", "tags": ["db", "sql"], "body": "x" * 150}
 
@@ -92,6 +97,12 @@ def main() -> None:
         print(f"{'comparison':58} {'ours µs':>9} {'plain µs':>9} {'ratio':>7}")
         for label, ours, plain in rows:
             print(f"{label:58} {ours:9.1f} {plain:9.1f} {ours / plain:7.2f}")
+        for label, ours, plain in rows:
+            if label.startswith("cache_get"):
+                target("cache_get hit <= 1.5 x PK SELECT (own bound, the issue sets none)", f"{ours / plain:.2f} x", ours / plain <= 1.5)
+            elif label.endswith("(synchronous_commit=off)"):
+                name = label.split(" / ")[0]
+                target(f"{name} <= 2 x plain upsert, synchronous_commit=off (own bound, the issue sets none)", f"{ours / plain:.2f} x", ours / plain <= 2)
 
 
 if __name__ == "__main__":

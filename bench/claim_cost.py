@@ -4,7 +4,7 @@
 MAILROOM_BENCH_DSN); 200 claims of 100 per configuration, one connection,
 limits set high enough never to throttle, so only their bookkeeping is timed.
 
-    .venv/bin/python bench/claim_cost.py
+    .venv/bin/python bench/claim_cost.py [--quick]   (--quick: 10,000 mails, 50 claims)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import scratch_database  # noqa: E402
+from _common import bench_parser, scratch_database  # noqa: E402
 
 QUEUED, CLAIMS, BATCH = 60_000, 200, 100
 
@@ -30,6 +30,9 @@ CONFIGURATIONS = [
 
 
 def main() -> int:
+    global QUEUED, CLAIMS
+    if bench_parser(__doc__).parse_args().quick:
+        QUEUED, CLAIMS = 10_000, 50
     print(f"mailroom bench: claim_batch of {BATCH}, {CLAIMS} claims over {QUEUED:,} queued mails to 50 domains")
     print(f"{'configuration':32} {'median ms':>10} {'p95 ms':>8}")
     with scratch_database("mailroom_bench_claim") as url, psycopg.connect(url, autocommit=True) as conn:

@@ -5,7 +5,7 @@ a superuser libpq URL), deploys the plan with Sqitch, fills it with
 --history finished mails (each with a ledger row) plus a live queue, and
 prints the time of each operator query. Not a test: it prints figures.
 
-    .venv/bin/python bench/operator_views.py --history 1000000
+    .venv/bin/python bench/operator_views.py --history 1000000   (--quick: 100,000)
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--history", type=int, default=1_000_000, help="finished mails in the history")
     ap.add_argument("--queued", type=int, default=20_000, help="queued, overdue mails")
+    ap.add_argument("--quick", action="store_true", help="100,000 mails of history (make bench QUICK=1)")
     args = ap.parse_args()
+    if args.quick:
+        args.history = min(args.history, 100_000)
 
     with scratch_database("mailroom_bench_operator_views") as url:
         with psycopg.connect(url, autocommit=True) as conn:

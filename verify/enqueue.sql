@@ -2,8 +2,11 @@
 
 BEGIN;
 
-SELECT has_function_privilege('mailroom_app',
+SELECT 1 / has_function_privilege('mailroom_app',
   'mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz)',
-  'execute');
+  'execute')::int;
+SELECT 1 / (prosrc LIKE '%_address_ok(p_to)%')::int
+FROM pg_proc
+WHERE oid = 'mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz)'::regprocedure;
 
 ROLLBACK;

@@ -12,8 +12,12 @@ BEGIN
     'enqueue_campaign must be SECURITY INVOKER';
   ASSERT has_function_privilege('mailroom_app', 'mailroom._campaign_fill(bigint, timestamptz)', 'execute'),
     'mailroom_app cannot call _campaign_fill';
-  ASSERT mailroom._address_ok('a@example.org') AND NOT mailroom._address_ok('a b@example.org'),
+  ASSERT mailroom._address_ok('a@example.org') AND NOT mailroom._address_ok('a b@example.org')
+         AND NOT mailroom._address_ok('root@localhost'),
     '_address_ok is wrong';
+  ASSERT (SELECT prosrc FROM pg_proc WHERE oid = 'mailroom._campaign_fill(bigint, timestamptz)'::regprocedure)
+           LIKE '%unique_violation%',
+    '_campaign_fill is the v0.1.0 version (no fast path without ON CONFLICT)';
 END
 $$;
 

@@ -1,6 +1,6 @@
 -- Tests for mailroom:enqueue
 BEGIN;
-SELECT plan(46);
+SELECT plan(52);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -118,6 +118,18 @@ SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', p_template =
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', p_template => 'welcome', p_vars => '[1]')$$, '22023',
   'mailroom: vars: must be a JSON object', 'vars not an object');
 SELECT is((SELECT count(*) FROM mailroom.messages), (SELECT n FROM before_errors), 'no refused call wrote a row');
+SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_priority => NULL)$$, '22023',
+  'mailroom: priority: must be between -100 and 100, got NULL', 'NULL priority (the inline check defers to _check_range)');
+SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => NULL)$$, '22023',
+  'mailroom: headers: must be a JSON object of header name to text value', 'NULL headers');
+SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"X-Tag": "a\r\nBcc: x@y.org"}')$$, '22023',
+  'mailroom: headers.X-Tag: contains CR or LF (header injection)', 'a header value with CR LF');
+SELECT throws_ok($$SELECT mailroom.enqueue('ann@' || repeat('a', 64) || '.com', 'Hi', 'Body')$$, '22023',
+  'mailroom: to: "ann@' || repeat('a', 64) || '.com" has an invalid domain', 'a 64-character domain label');
+
+-- addresses the fast inline check does not take still reach the full rule
+SELECT lives_ok($$SELECT mailroom.enqueue('jörg@exämple.org', 'Hi', 'Body')$$, 'a non-ASCII address is accepted (SMTPUTF8)');
+SELECT lives_ok($$SELECT mailroom.enqueue('ann@' || repeat('a', 63) || '.com', 'Hi', 'Body')$$, 'a 63-character domain label is accepted');
 
 -- Roles
 SET LOCAL ROLE mailroom_app;

@@ -1,6 +1,6 @@
 -- pgTAP: mailroom.enqueue_campaign — one INSERT ... SELECT from a query run with the caller's rights.
 BEGIN;
-SELECT plan(31);
+SELECT plan(35);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
@@ -75,6 +75,26 @@ SELECT mailroom.enqueue_campaign('spring', 'news', 'SELECT id AS recipient_id, e
 RESET ROLE;
 SELECT is((SELECT status FROM mailroom.messages WHERE recipient_id = '7'), 'paused', 'mail added to a paused campaign is paused');
 
+-- collisions take the conflict-tolerant path: a recipient twice in the query,
+-- a delivery key already used by enqueue(); the rest is written, once
+SET ROLE mailroom_app;
+CREATE TEMP TABLE twice AS
+SELECT mailroom.enqueue_campaign('twice', 'news', 'SELECT id AS recipient_id, email FROM public.t_users WHERE false') AS id;
+SELECT mailroom.enqueue('taken@example.org', 'Hi', 'Body', p_delivery_key => 'campaign:' || (SELECT id FROM twice) || ':2');
+SELECT lives_ok($$SELECT mailroom.enqueue_campaign('twice', 'news',
+  'SELECT id AS recipient_id, email FROM public.t_users WHERE id <= 3 UNION ALL SELECT 1, ''ann@Example.org''')$$,
+  'a recipient twice in the query and a delivery key already taken do not fail the campaign');
+RESET ROLE;
+SELECT results_eq($$SELECT recipient_id FROM mailroom.messages WHERE campaign_id = (SELECT id FROM twice) ORDER BY 1$$,
+  $$VALUES ('1'), ('3')$$,
+  'recipient 1 once; recipient 2 skipped (its delivery key exists), recipient 3 added');
+SELECT is((SELECT to_address FROM mailroom.messages WHERE delivery_key = 'campaign:' || (SELECT id FROM twice) || ':2'),
+  'taken@example.org', 'the message that held the key is untouched');
+SET ROLE mailroom_app;
+SELECT is(mailroom.enqueue_campaign('twice', 'news', 'SELECT id AS recipient_id, email FROM public.t_users WHERE id <= 3'),
+  (SELECT id FROM twice), 'a re-run over the taken key fails nothing either');
+RESET ROLE;
+
 -- the query runs with the caller's rights, never mailroom's
 SET ROLE mailroom_app;
 SELECT throws_ok($$SELECT mailroom.enqueue_campaign('steal', 'news', 'SELECT id::text AS recipient_id, to_address AS email FROM mailroom.messages')$$,
@@ -115,8 +135,8 @@ SELECT throws_ok($$SELECT mailroom.enqueue_campaign('x', 'news', 'SELECT 9 AS re
 SELECT throws_ok($$SELECT mailroom.enqueue_campaign('x', 'news', 'SELECT id AS recipient_id, email FROM public.t_users', p_priority => 101)$$,
   '22023', 'mailroom: priority: must be between -100 and 100, got 101', 'priority out of range');
 RESET ROLE;
-SELECT is((SELECT count(*)::int FROM mailroom.campaigns), 2, 'no campaign was written by the bad calls');
-SELECT is((SELECT count(*)::int FROM mailroom.messages), 10, 'no message was written by the bad calls');
+SELECT is((SELECT count(*)::int FROM mailroom.campaigns), 3, 'no campaign was written by the bad calls');
+SELECT is((SELECT count(*)::int FROM mailroom.messages), 13, 'no message was written by the bad calls');
 
 SELECT * FROM finish();
 ROLLBACK;

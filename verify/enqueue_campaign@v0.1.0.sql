@@ -1,0 +1,20 @@
+-- Verify mailroom:enqueue_campaign on pg
+
+BEGIN;
+
+DO $$
+BEGIN
+  ASSERT has_function_privilege('mailroom_app',
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)', 'execute'),
+    'mailroom_app cannot call enqueue_campaign';
+  ASSERT NOT (SELECT prosecdef FROM pg_proc WHERE oid =
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)'::regprocedure),
+    'enqueue_campaign must be SECURITY INVOKER';
+  ASSERT has_function_privilege('mailroom_app', 'mailroom._campaign_fill(bigint, timestamptz)', 'execute'),
+    'mailroom_app cannot call _campaign_fill';
+  ASSERT mailroom._address_ok('a@example.org') AND NOT mailroom._address_ok('a b@example.org'),
+    '_address_ok is wrong';
+END
+$$;
+
+ROLLBACK;

@@ -1,5 +1,6 @@
 -- Revert mailroom:enqueue_campaign from pg
--- Puts back the v0.1.0 _address_ok and _campaign_fill (one INSERT ... ON CONFLICT DO NOTHING).
+-- Puts back the v0.1.0 _address_ok, _campaign_fill (one INSERT ... ON CONFLICT DO NOTHING)
+-- and enqueue_campaign (operators and types left to the caller's search_path).
 
 BEGIN;
 
@@ -128,5 +129,96 @@ REVOKE ALL ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) TO mailroom_app;
 COMMENT ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) IS
   'Internal step 3 of enqueue_campaign: check the staged rows and write them as messages in one INSERT ... SELECT ... ON CONFLICT DO NOTHING. Returns how many were added.';
+
+CREATE OR REPLACE FUNCTION mailroom.enqueue_campaign(
+  p_name         text,
+  p_template     text,
+  p_recipients   text,
+  p_priority     integer     DEFAULT 0,
+  p_send_at      timestamptz DEFAULT NULL,
+  p_vars         jsonb       DEFAULT '{}',
+  p_sender       text        DEFAULT 'default',
+  p_window_start time        DEFAULT NULL,
+  p_window_end   time        DEFAULT NULL,
+  p_time_zone    text        DEFAULT 'UTC',
+  p_headers      jsonb       DEFAULT '{}',
+  p_max_attempts integer     DEFAULT 5,
+  p_on_ambiguous text        DEFAULT 'retry',
+  p_now          timestamptz DEFAULT now()
+)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET client_min_messages = warning
+AS $$
+DECLARE
+  v_query text := pg_catalog.regexp_replace(coalesce(p_recipients, ''), '[[:space:];]+$', '');
+  v_id    bigint;
+  v_cols  text[];
+  v_extra text[];
+  v_vars  text;
+  v_zone  text;
+BEGIN
+  IF pg_catalog.btrim(v_query) = '' THEN
+    RAISE EXCEPTION 'mailroom: recipients: a query returning recipient_id, email [, vars] [, time_zone] is required'
+      USING ERRCODE = '22023';
+  END IF;
+  v_id := mailroom._campaign_open(p_name, p_template, p_priority, p_send_at, p_vars, p_sender,
+                                  p_window_start, p_window_end, p_time_zone, p_headers,
+                                  p_max_attempts, p_on_ambiguous, p_now);
+
+  DROP VIEW IF EXISTS pg_temp.mailroom_campaign_query;
+  BEGIN
+    EXECUTE pg_catalog.format('CREATE TEMPORARY VIEW mailroom_campaign_query AS SELECT * FROM (%s) AS q', v_query);
+  EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION 'mailroom: recipients: the query does not run: %', SQLERRM USING ERRCODE = SQLSTATE;
+  END;
+  SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attnum) INTO v_cols
+  FROM pg_catalog.pg_attribute a
+  WHERE a.attrelid = 'pg_temp.mailroom_campaign_query'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+  IF NOT ('recipient_id' = ANY (v_cols)) OR NOT ('email' = ANY (v_cols)) THEN
+    RAISE EXCEPTION 'mailroom: recipients: the query must return columns recipient_id and email, it returns %',
+      pg_catalog.array_to_string(v_cols, ', ')
+      USING ERRCODE = '22023', HINT = 'Optional columns: vars (jsonb), time_zone (text).';
+  END IF;
+  SELECT pg_catalog.array_agg(c) INTO v_extra FROM pg_catalog.unnest(v_cols) AS c
+  WHERE c NOT IN ('recipient_id', 'email', 'vars', 'time_zone');
+  IF v_extra IS NOT NULL THEN
+    RAISE EXCEPTION 'mailroom: recipients: unexpected column(s) %', pg_catalog.array_to_string(v_extra, ', ')
+      USING ERRCODE = '22023', HINT = 'Return recipient_id, email and optionally vars (jsonb) and time_zone (text).';
+  END IF;
+  IF 'vars' = ANY (v_cols) THEN
+    SELECT pg_catalog.format_type(a.atttypid, NULL) INTO v_vars FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = 'pg_temp.mailroom_campaign_query'::regclass AND a.attname = 'vars';
+    IF v_vars NOT IN ('json', 'jsonb') THEN
+      RAISE EXCEPTION 'mailroom: recipients: column vars must be json or jsonb, not %', v_vars USING ERRCODE = '22023';
+    END IF;
+  END IF;
+  v_zone := CASE WHEN 'time_zone' = ANY (v_cols) THEN 'q.time_zone::text' ELSE 'NULL' END;
+  v_vars := CASE WHEN 'vars' = ANY (v_cols) THEN 'q.vars::jsonb' ELSE 'NULL' END;
+
+  -- The caller's query, with the caller's rights.
+  BEGIN
+    EXECUTE pg_catalog.format(
+      'INSERT INTO pg_temp.mailroom_campaign_recipients (recipient_id, email, vars, time_zone) '
+      'SELECT q.recipient_id::text, q.email::text, %s, %s FROM pg_temp.mailroom_campaign_query AS q',
+      v_vars, v_zone);
+  EXCEPTION WHEN OTHERS THEN
+    RAISE EXCEPTION 'mailroom: recipients: the query does not run: %', SQLERRM USING ERRCODE = SQLSTATE;
+  END;
+  DROP VIEW pg_temp.mailroom_campaign_query;
+
+  PERFORM mailroom._campaign_fill(v_id, p_now);
+  RETURN v_id;
+END
+$$;
+ALTER FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+  OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+  FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+  TO mailroom_app;
+COMMENT ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz) IS
+  'Queue a campaign: p_recipients is a query (run with the CALLER''s rights; SECURITY INVOKER) returning recipient_id, email and optionally vars (jsonb, merged over p_vars) and time_zone (for the send window; default p_time_zone). One INSERT ... SELECT; idempotent on (campaign name, recipient_id). Returns the campaign id.';
 
 COMMIT;

@@ -18,6 +18,10 @@ BEGIN
   ASSERT (SELECT prosrc FROM pg_proc WHERE oid = 'mailroom._campaign_fill(bigint, timestamptz)'::regprocedure)
            LIKE '%unique_violation%',
     '_campaign_fill is the v0.1.0 version (no fast path without ON CONFLICT)';
+  ASSERT (SELECT prosrc FROM pg_proc WHERE oid =
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)'::regprocedure)
+           LIKE '%OPERATOR(pg_catalog.=)%',
+    'enqueue_campaign leaves its operators to the caller''s search_path';
 END
 $$;
 

@@ -550,8 +550,6 @@ SELECT is_empty($$SELECT fn, who FROM hijack.log WHERE armed = 'campaign' AND wh
                 'enqueue_campaign: planted code could only ever run as the caller (mailroom_app), never as mailroom_owner');
 SELECT is_empty($$SELECT fn FROM hijack.log WHERE armed = 'campaign' AND NOT tables_denied$$,
                 'enqueue_campaign: and with the caller''s rights it cannot touch mailroom''s tables');
-SELECT todo('enqueue_campaign (owned by the bench-sql work) still leaves =, <> and > to the caller''s path: '
-            'schema-qualify them (OPERATOR(pg_catalog.=)) and its type names, see docs/security.md', 1);
 SELECT is_empty($$SELECT fn, count(*) FROM hijack.log WHERE armed = 'campaign' GROUP BY fn$$,
                 'enqueue_campaign runs none of the caller''s planted operators or functions');
 

@@ -133,12 +133,12 @@ def test_null_and_file_transports(tmp_path):
 
 def test_null_builds_nothing_and_render_1_builds_and_discards():
     plain, render = Transport("null://"), Transport("null://?render=1")
-    assert not plain.needs_message and not plain.connection().needs_message
+    assert not plain.needs_message
     assert plain.url.redacted() == "null://"
-    assert render.needs_message and render.connection().needs_message
+    assert render.needs_message
     assert render.url.redacted() == "null://?render=1"
-    assert Transport("null://?render=0").connection().needs_message is False
-    assert Transport("smtp://localhost:2525").connection().needs_message
+    assert Transport("null://?render=0").needs_message is False
+    assert Transport("smtp://localhost:2525").needs_message
 
 
 @pytest.mark.parametrize("url,problem", [

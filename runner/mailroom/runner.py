@@ -374,7 +374,7 @@ class Runner:
         row = job.row
         t0 = time.perf_counter()
         try:
-            if conn.needs_message:
+            if self.needs_message:
                 built = self.renderer.build(row)
             else:  # plain null://: measures the queue machinery, not rendering
                 built = Built(self.renderer.envelope_from, row["to_address"], b"", "")

@@ -207,14 +207,7 @@ def redact_url(url: str) -> str:
 
 
 class Connection:
-    """One worker's transport session. `send` never raises.
-
-    `needs_message`: False when the transport ignores the mail's bytes (plain
-    ``null://``), so the runner skips building it; `send` then gets the
-    envelope only and data=b"".
-    """
-
-    needs_message = True
+    """One worker's transport session. `send` never raises."""
 
     def send(self, envelope_from: str, rcpt: str, data: bytes) -> Outcome:  # pragma: no cover
         raise NotImplementedError
@@ -228,10 +221,7 @@ class Connection:
 
 
 class NullConnection(Connection):
-    """Accepts every mail. With render=False the runner does not build it."""
-
-    def __init__(self, render: bool = False):
-        self.needs_message = render
+    """Accepts every mail (built or not: see Transport.needs_message)."""
 
     def send(self, envelope_from: str, rcpt: str, data: bytes) -> Outcome:
         return Outcome("sent", detail="null transport")
@@ -444,12 +434,13 @@ class Transport:
 
     @property
     def needs_message(self) -> bool:
-        """False for plain null://, whose connections ignore the mail's bytes."""
+        """False for plain null://, whose connections ignore the mail's bytes:
+        the runner then builds nothing and sends the envelope with data=b""."""
         return not (self.url.scheme == "null" and not self.url.render)
 
     def connection(self) -> Connection:
         if self.url.scheme == "null":
-            return NullConnection(render=self.url.render)
+            return NullConnection()
         if self.url.scheme == "file":
             return MaildirConnection(self.url.path)
         return SmtpConnection(self.url, self.local_hostname)

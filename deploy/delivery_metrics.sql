@@ -1,12 +1,12 @@
 -- Deploy mailroom:delivery_metrics to pg
--- requires: table_messages
--- requires: table_attempts
--- requires: table_campaigns
--- requires: table_schedules
+-- requires: delivery_metrics@v0.2.0
+
+-- The ledger row of an attempt in flight is written when its lease ends, so
+-- attempts claimed in the window also count the leases held on messages now.
 
 BEGIN;
 
-CREATE FUNCTION mailroom.delivery_metrics(
+CREATE OR REPLACE FUNCTION mailroom.delivery_metrics(
   p_window interval    DEFAULT '1 hour',
   p_now    timestamptz DEFAULT now()
 )
@@ -60,6 +60,13 @@ BEGIN
       LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
       WHERE a.claimed_at > v_from - interval '1 day' AND a.claimed_at <= p_now
       UNION ALL
+      -- Attempts in flight: their ledger row is written when the lease ends.
+      SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone), true, m.claimed_at, NULL, NULL, NULL, false, NULL, NULL
+      FROM mailroom.messages m
+      LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
+      WHERE m.status = 'sending' AND m.claimed_at > v_from AND m.claimed_at <= p_now
+        AND NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = m.id AND a.lease_token = m.lease_token)
+      UNION ALL
       SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone), false, NULL, NULL, NULL, NULL, false, NULL, m.run_at
       FROM mailroom.messages m
       LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
@@ -92,10 +99,5 @@ BEGIN
     ORDER BY 1, 2, 3;
 END
 $$;
-ALTER FUNCTION mailroom.delivery_metrics(interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.delivery_metrics(interval, timestamptz) IS
-  'Delivery health over (p_now - p_window, p_now], one row per sender (split = sender), per recipient time zone (split = time_zone: messages.recipient_zone, else the schedule''s zone; NULL = unknown) and a total: attempts claimed, first deliveries, failures, claim-to-send latency p50/p95, oldest overdue age (now), expired leases, average attempts per delivery, duplicate sends.';
 
 COMMIT;

@@ -1,10 +1,12 @@
 -- Deploy mailroom:reclaim to pg
--- requires: table_messages
--- requires: table_attempts
+-- requires: reclaim@v0.2.0
+
+-- The ledger is written once per attempt, when it ends (see mark_outcomes):
+-- an expired lease's row is written here, from the lease on the message.
 
 BEGIN;
 
-CREATE FUNCTION mailroom.reclaim(p_now timestamptz DEFAULT now(), p_limit integer DEFAULT 10000)
+CREATE OR REPLACE FUNCTION mailroom.reclaim(p_now timestamptz DEFAULT now(), p_limit integer DEFAULT 10000)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -18,7 +20,7 @@ BEGIN
   -- A lease that ran out means the runner died or hung: whether the mail went
   -- out is unknown. Mail that must never be duplicated goes to review.
   WITH expired AS (
-    SELECT m.id, m.lease_token
+    SELECT m.id, m.lease_token, m.delivery_key, m.attempts, m.worker, m.claimed_at
     FROM mailroom.messages m
     WHERE m.status = 'sending' AND m.leased_until < p_now
     ORDER BY m.leased_until
@@ -43,20 +45,26 @@ BEGIN
     WHERE m.id = e.id
     RETURNING m.id
   ),
-  ledger AS (
+  -- The attempt's ledger row, written now that it ended: a row opened by a
+  -- claim_batch before v0.3.0 is closed, otherwise one is written.
+  ledger_closed AS (
     UPDATE mailroom.attempts a
     SET outcome = 'expired', finished_at = p_now
     FROM expired e
     WHERE a.message_id = e.id AND a.lease_token = e.lease_token AND a.outcome IS NULL
+  ),
+  ledger_written AS (
+    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
+                                   finished_at, outcome)
+    SELECT e.id, e.delivery_key, e.attempts, e.worker, e.lease_token, e.claimed_at, p_now, 'expired'
+    FROM expired e
+    WHERE NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = e.id AND a.lease_token = e.lease_token)
   )
   SELECT count(*) INTO v_reclaimed FROM moved;
   RETURN v_reclaimed;
 END
 $$;
-ALTER FUNCTION mailroom.reclaim(timestamptz, integer) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.reclaim(timestamptz, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.reclaim(timestamptz, integer) TO mailroom_runner, mailroom_operator;
 COMMENT ON FUNCTION mailroom.reclaim(timestamptz, integer) IS
-  'Return mail whose lease expired: to queued (on_ambiguous retry), to review (on_ambiguous review), or to failed once attempts are spent. Runs from pg_cron and before every claim.';
+  'Return mail whose lease expired: to queued (on_ambiguous retry), to review (on_ambiguous review), or to failed once attempts are spent, and write each expired attempt to the ledger. Runs from pg_cron and before every claim.';
 
 COMMIT;

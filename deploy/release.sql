@@ -1,10 +1,12 @@
 -- Deploy mailroom:release to pg
--- requires: table_messages
--- requires: table_attempts
+-- requires: release@v0.2.0
+
+-- The ledger is written once per attempt, when it ends (see mark_outcomes):
+-- a released lease's row is written here, from the lease on the message.
 
 BEGIN;
 
-CREATE FUNCTION mailroom.release(
+CREATE OR REPLACE FUNCTION mailroom.release(
   p_ids   bigint[],
   p_token uuid,
   p_now   timestamptz DEFAULT now()
@@ -26,13 +28,21 @@ BEGIN
     SET status = 'queued', status_reason = 'released', attempts = greatest(m.attempts - 1, 0),
         lease_token = NULL, leased_until = NULL, updated_at = p_now
     WHERE m.id = ANY (p_ids) AND m.lease_token = p_token AND m.status = 'sending'
-    RETURNING m.id
+    RETURNING m.id, m.delivery_key, m.attempts + 1 AS attempt, m.worker, m.claimed_at
   ),
-  ledger AS (
+  -- The attempt's ledger row, written now that it ended (see reclaim).
+  ledger_closed AS (
     UPDATE mailroom.attempts a
     SET outcome = 'released', finished_at = p_now
     FROM returned r
     WHERE a.message_id = r.id AND a.lease_token = p_token AND a.outcome IS NULL
+  ),
+  ledger_written AS (
+    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
+                                   finished_at, outcome)
+    SELECT r.id, r.delivery_key, r.attempt, r.worker, p_token, r.claimed_at, p_now, 'released'
+    FROM returned r
+    WHERE NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = r.id AND a.lease_token = p_token)
   )
   SELECT count(*) INTO v_released FROM returned;
 
@@ -42,10 +52,7 @@ BEGIN
   RETURN v_released;
 END
 $$;
-ALTER FUNCTION mailroom.release(bigint[], uuid, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.release(bigint[], uuid, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.release(bigint[], uuid, timestamptz) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.release(bigint[], uuid, timestamptz) IS
-  'Hand claimed but unsent mail back to the queue at once (graceful shutdown); the attempt does not count.';
+  'Hand claimed but unsent mail back to the queue at once (graceful shutdown) and write the released attempt to the ledger; the attempt does not count.';
 
 COMMIT;

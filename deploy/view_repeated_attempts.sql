@@ -1,14 +1,12 @@
 -- Deploy mailroom:view_repeated_attempts to pg
--- requires: table_messages
--- requires: table_attempts
+-- requires: view_repeated_attempts@v0.2.0
+
+-- The ledger row of an attempt in flight is written when its lease ends, so
+-- the attempt in flight is read from the lease on the message and counted.
 
 BEGIN;
 
--- Counted from the ledger per message first (an operator retry restarts a
--- message's attempt numbers, so the rows are counted, not the numbers). The
--- recipient is a grouping column at both levels, so a query for one
--- recipient reaches the messages scan instead of aggregating the whole ledger.
-CREATE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
+CREATE OR REPLACE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
 WITH per_message AS (
   SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS recipient,
          m.id AS message_id,
@@ -23,7 +21,16 @@ WITH per_message AS (
             FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL))[1] AS last_smtp_reply,
          max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
   FROM mailroom.messages m
-  JOIN mailroom.attempts a ON a.message_id = m.id
+  JOIN (SELECT a.message_id, a.id, a.claimed_at, a.reported, a.outcome, a.duplicate,
+               a.smtp_code, a.smtp_enhanced, a.smtp_text
+        FROM mailroom.attempts a
+        UNION ALL
+        -- The attempt in flight: its ledger row is written when the lease ends.
+        SELECT f.id, NULL, f.claimed_at, NULL, NULL, false, NULL, NULL, NULL
+        FROM mailroom.messages f
+        WHERE f.status = 'sending'
+          AND NOT EXISTS (SELECT FROM mailroom.attempts o WHERE o.message_id = f.id AND o.lease_token = f.lease_token)
+       ) a ON a.message_id = m.id
   WHERE a.outcome IS DISTINCT FROM 'released'
   GROUP BY 1, m.id, m.recipient_id
 )
@@ -42,14 +49,5 @@ SELECT p.recipient,
 FROM per_message p
 GROUP BY p.recipient
 HAVING max(p.attempts) > 1;
-ALTER VIEW mailroom.repeated_attempts OWNER TO mailroom_owner;
-REVOKE ALL ON mailroom.repeated_attempts FROM PUBLIC;
-GRANT SELECT ON mailroom.repeated_attempts TO mailroom_operator;
-COMMENT ON VIEW mailroom.repeated_attempts IS
-  'Recipients (address with the domain lowered) with at least one mail claimed more than once, from the ledger (released claims do not count). Shows retry storms, flaky domains and duplicates per person.';
-COMMENT ON COLUMN mailroom.repeated_attempts.unsuccessful IS
-  'Attempts that ended retry, failed, ambiguous, expired or stale.';
-COMMENT ON COLUMN mailroom.repeated_attempts.duplicates IS
-  'Successful sends of a delivery key that had already been sent: this recipient got those mails twice.';
 
 COMMIT;

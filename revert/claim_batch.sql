@@ -1,4 +1,12 @@
--- Revert mailroom:claim_batch from pg: back to v0.1.0 (claims stamped with the transaction's start).
+-- Revert mailroom:claim_batch from pg: back to the v0.2.0 function, which opens
+-- the attempt's ledger row at claim time.
+
+-- A claim's transaction starts (now()) before its claiming statement takes
+-- its snapshot, so it can claim mail that a release, reclaim, retry or
+-- outcome handed back after that start. Stamped with now() the new attempt
+-- would begin before the previous one ended, and the ledger would show two
+-- overlapping leases of one message where there never were. The claim is
+-- therefore stamped no earlier than the row's last change.
 
 BEGIN;
 
@@ -192,15 +200,15 @@ BEGIN
         lease_token  = v_token,
         leased_until = p_now + p_lease,
         worker       = p_worker,
-        claimed_at   = p_now,
-        updated_at   = p_now
+        claimed_at   = greatest(p_now, m.updated_at),
+        updated_at   = greatest(p_now, m.updated_at)
     FROM picked
     WHERE m.id = picked.id
     RETURNING m.*
   ),
   ledger AS (
     INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at)
-    SELECT c.id, c.delivery_key, c.attempts, p_worker, v_token, p_now
+    SELECT c.id, c.delivery_key, c.attempts, p_worker, v_token, c.claimed_at
     FROM claimed c
   )
   SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
@@ -251,6 +259,6 @@ ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) 
 REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) IS
-  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt and opens a ledger row. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
+  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt and opens a ledger row, stamped no earlier than the row''s last change. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
 
 COMMIT;

@@ -11,5 +11,11 @@ BEGIN
     'claim_batch stamps claims with the transaction start, not after the row''s last change';
 END
 $$;
+DO $$
+BEGIN
+  ASSERT (SELECT prosrc NOT LIKE '%INSERT INTO mailroom.attempts%' FROM pg_proc WHERE oid = 'mailroom.claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
+    'claim_batch still opens a ledger row per claim';
+END
+$$;
 
 ROLLBACK;

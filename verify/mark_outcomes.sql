@@ -13,5 +13,11 @@ BEGIN
     'mark_outcomes does not plan every call without sequential scans';
 END
 $$;
+DO $$
+BEGIN
+  ASSERT (SELECT prosrc LIKE '%INSERT INTO mailroom.attempts%' FROM pg_proc WHERE oid = 'mailroom.mark_outcomes(jsonb, timestamptz)'::regprocedure),
+    'mark_outcomes does not write the ledger row of a live lease';
+END
+$$;
 
 ROLLBACK;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(38);
+SELECT plan(40);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.messages CASCADE;
 TRUNCATE mailroom.suppressions;
@@ -78,17 +78,20 @@ SELECT is(mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 
   '2030-01-01 01:03Z'), 0, 'a late outcome is not counted as applied') FROM c WHERE delivery_key = 'amb-review';
 SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-review'), 'review',
   'a review row whose attempt already reported stays in review');
-UPDATE mailroom.messages SET status = 'review', lease_token = NULL, leased_until = NULL, status_reason = 'lease expired'
-WHERE delivery_key = 'amb-retry';
-UPDATE mailroom.attempts SET outcome = 'expired', finished_at = '2030-01-01 01:05Z'
-WHERE lease_token = (SELECT lease_token FROM c2 LIMIT 1) AND message_id = (SELECT id FROM c2 WHERE delivery_key = 'amb-retry');
+-- Its lease runs out at 01:05 and reclaim, at 01:05:30, holds it for review.
+UPDATE mailroom.messages SET on_ambiguous = 'review' WHERE delivery_key = 'amb-retry';
+SELECT is(mailroom.reclaim('2030-01-01 01:05:30Z'), 1, 'reclaim ends the expired lease');
+SELECT results_eq($$SELECT reported, outcome, finished_at FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
+                    WHERE c2.delivery_key = 'amb-retry'$$,
+  $$VALUES (NULL::text, 'expired'::text, '2030-01-01 01:05:30Z'::timestamptz)$$,
+  'reclaim writes the expired attempt to the ledger');
 SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 01:06Z')
 FROM c2 WHERE delivery_key = 'amb-retry';
 SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'amb-retry'$$,
   $$VALUES ('sent'::text, 'late outcome'::text)$$, 'a late sent for an expired attempt settles a review row as sent');
 SELECT results_eq($$SELECT reported, outcome, finished_at, reported_at FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
                     WHERE c2.delivery_key = 'amb-retry'$$,
-  $$VALUES ('sent'::text, 'stale'::text, '2030-01-01 01:05Z'::timestamptz, '2030-01-01 01:06Z'::timestamptz)$$,
+  $$VALUES ('sent'::text, 'stale'::text, '2030-01-01 01:05:30Z'::timestamptz, '2030-01-01 01:06Z'::timestamptz)$$,
   'the ledger shows the late report as stale, keeping the expiry time');
 
 -- A second successful send of the same key is recorded and flagged.

@@ -1,0 +1,7 @@
+-- Revert mailroom:inspect from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.inspect(text);
+
+COMMIT;

@@ -1,0 +1,10 @@
+-- Verify mailroom:view_repeated_attempts on pg
+
+BEGIN;
+
+SELECT recipient, recipient_id, messages, repeated_messages, attempts, most_attempts, unsuccessful,
+       successful, duplicates, last_claimed_at, last_outcome, last_smtp_reply
+FROM mailroom.repeated_attempts WHERE false;
+SELECT 1/has_table_privilege('mailroom_operator', 'mailroom.repeated_attempts', 'select')::integer;
+
+ROLLBACK;

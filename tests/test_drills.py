@@ -143,7 +143,7 @@ def test_overdue_mail_drains_in_bounded_batches_after_an_outage(db_url, conn):
 def test_sigkill_after_claim_before_send(db_url, conn):
     keys = enqueue_many(conn, "k", 6)
     with BlackHole() as hole, runner(db_url, hole.url(), "doomed", "--batch", "10", "--concurrency", "2") as r:
-        wait_for(lambda: count(conn, "SELECT * FROM mailroom.attempts WHERE worker = 'doomed'") == 6,
+        wait_for(lambda: count(conn, "SELECT * FROM mailroom.messages WHERE worker = 'doomed' AND status = 'sending'") == 6,
                  what="the doomed runner's claim")
         r.signal(signal.SIGKILL)
         r.wait()

@@ -257,4 +257,9 @@ GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, ti
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) IS
   'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt, stamped no earlier than the row''s last change; its ledger row is written when the lease ends. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
 
+COMMENT ON TABLE mailroom.attempts IS
+  'The delivery ledger: one row per claim of a message and what became of it, written when the claim ends (while in flight the lease is on the message). Duplicates and replays show here.';
+COMMENT ON COLUMN mailroom.attempts.outcome IS
+  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL only on a row opened by a claim_batch before v0.3.0 whose lease has not ended.';
+
 COMMIT;

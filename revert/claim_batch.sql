@@ -261,4 +261,9 @@ GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, ti
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) IS
   'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt and opens a ledger row, stamped no earlier than the row''s last change. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
 
+COMMENT ON TABLE mailroom.attempts IS
+  'The delivery ledger: one row per claim of a message and what became of it. Duplicates and replays show here.';
+COMMENT ON COLUMN mailroom.attempts.outcome IS
+  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL while in flight.';
+
 COMMIT;

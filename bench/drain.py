@@ -10,8 +10,8 @@ article's design (baseline) and the least a batched SKIP LOCKED queue can do
   claiming 50 rows, one UPDATE marking the 50 sent (bench_limit, same shape).
 - where the gap to the limit goes, pgbench, 4 clients, 50 per claim, on
   mailroom.messages: the limit's two statements on mailroom's own table
-  (messages_plain.pgbench), plus one ledger row per attempt inserted and
-  updated (messages_ledger.pgbench), and mailroom's functions claim_batch
+  (messages_plain.pgbench), plus the one ledger row each attempt writes when
+  it ends (messages_ledger.pgbench), and mailroom's functions claim_batch
   and mark_outcomes (mailroom_sql.pgbench: leases, send-rate checks, input
   validation, duplicate and late-report handling).
 - mailroom: 4 `mailroom run` processes with their default concurrency and
@@ -179,7 +179,7 @@ SIDES = {  # key: (label, how it runs)
     "baseline": "baseline (seed design, 1 UPDATE per row)",
     "limit": "limit (pgbench: claim 50, mark 50)",
     "plain": "  limit's SQL on mailroom.messages (pgbench)",
-    "ledger": "  ... + ledger row per attempt (pgbench)",
+    "ledger": "  ... + one ledger row per attempt (pgbench)",
     "sql": "  ... claim_batch(50) + mark_outcomes (pgbench)",
     "null": "mailroom run, null:// (no mail built)",
     "render": "mailroom run, null://?render=1 (built, discarded)",
@@ -251,7 +251,7 @@ def main() -> int:
           f"{(statistics.median(cpu['smtp']) - statistics.median(cpu['render'])) * 1e6:.0f}")
     x = {k: statistics.median(a / b for a, b in zip(results[k], results["limit"])) for k in ("plain", "ledger", "sql")}
     print(f"note: with no runner at all, the limit's two statements on mailroom.messages reach {x['plain']:.2f} x limit "
-          f"(a wider row, more indexes); adding the ledger row each attempt writes and updates, {x['ledger']:.2f}; "
+          f"(a wider row, more indexes); adding the ledger row each attempt writes once, {x['ledger']:.2f}; "
           f"mailroom's claim_batch + mark_outcomes, {x['sql']:.2f}. The runner cannot drain faster than its SQL "
           f"allows (null:// runs 100 per claim, the pgbench rows 50), and on this machine the runners' own CPU "
           f"({statistics.median(cpu['null']) * 1e6:.0f} µs/mail) shares the cores with PostgreSQL.")

@@ -51,12 +51,18 @@ def scale(small, full):
 
 
 # Pairs of attempts of one message whose leases overlap, each lease taken as
-# [claimed_at, finished_at) from the ledger (an unfinished one open-ended), and
-# for how many seconds (NULL: both still open).
+# [claimed_at, finished_at) from the ledger, and the lease in flight (on the
+# message until its ledger row is written) open-ended and last; for how many
+# seconds they overlap (NULL: both still open).
 OVERLAPPING_LEASES = """
 WITH l AS (
   SELECT id, message_id, outcome, tstzrange(claimed_at, finished_at) AS lease  -- no end yet: unbounded
   FROM mailroom.attempts
+  UNION ALL
+  SELECT 9223372036854775807, m.id, NULL, tstzrange(m.claimed_at, NULL)
+  FROM mailroom.messages m
+  WHERE m.status = 'sending'
+    AND NOT EXISTS (SELECT FROM mailroom.attempts o WHERE o.message_id = m.id AND o.lease_token = m.lease_token)
 )
 SELECT a.message_id, a.id AS first_attempt, a.outcome AS first_outcome, b.id AS second_attempt,
        CASE WHEN NOT upper_inf(a.lease * b.lease)
@@ -410,8 +416,8 @@ def test_the_lease_check_sees_two_leases_at_once(conn):
     assert conn.execute(OVERLAPPING_LEASES).fetchall() == []
     # What a broken claim would leave behind: another attempt while the first is in flight.
     conn.execute("""INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at)
-                    SELECT message_id, delivery_key, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
-                    FROM mailroom.attempts""")
+                    SELECT id, delivery_key, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
+                    FROM mailroom.messages WHERE status = 'sending'""")
     assert len(conn.execute(OVERLAPPING_LEASES).fetchall()) == 1
 
 

@@ -1,6 +1,7 @@
 """Bloat (issue 7, item 9): drain 1,000,000 mails, then table and index sizes,
-dead tuples and claim latency at the end vs the start; with default
-autovacuum and with the settings docs/operations.md recommends ("Vacuum and
+dead tuples and claim latency at the end vs the start; with PostgreSQL's
+autovacuum defaults and with the settings mailroom deploys (Sqitch change
+queue_autovacuum) plus the naptime docs/operations.md recommends ("Vacuum and
 the queue tables").
 
 Per configuration, a fresh scratch database: 1,000,000 queued mails (--quick:
@@ -12,9 +13,10 @@ At the end: sizes, pg_stat_user_tables (dead tuples, autovacuum runs), and 20
 claims of 100 over 2,000 freshly queued mails, which sit behind every entry
 the drain left in the claim index.
 
-The recommended settings include autovacuum_naptime = 10s, a server setting:
-this script sets it with ALTER SYSTEM for that configuration only and resets
-it afterwards. Usage: .venv/bin/python bench/bloat.py [--quick]
+The defaults configuration runs queue_autovacuum's revert (RESET of the
+per-table settings) in its scratch database. The deployed configuration adds
+autovacuum_naptime = 10s, a server setting: this script sets it with ALTER
+SYSTEM for that configuration only and resets it afterwards. Usage: .venv/bin/python bench/bloat.py [--quick]
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DRAINERS, DRAIN_BATCH, PROBES, PROBE_BATCH = 3, 1000, 20, 100
 
 
-def recommended_sql() -> list[str]:
-    """The per-table statements of docs/operations.md, section "Vacuum and the
-    queue tables" (the ```sql block there), so the bench runs what the docs say."""
-    text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Vacuum and the queue tables"):]
-    block = section[section.index("```sql") + 6:section.index("```", section.index("```sql") + 6)]
-    return [s.strip() for s in block.split(";") if s.strip() and not s.strip().startswith("--")]
+def defaults_sql() -> list[str]:
+    """queue_autovacuum's revert: the statements that put the queue tables back
+    on PostgreSQL's autovacuum defaults."""
+    text = (ROOT / "revert" / "queue_autovacuum.sql").read_text()
+    statements = [" ".join(line for line in chunk.splitlines() if not line.strip().startswith("--")).strip()
+                  for chunk in text.split(";")]
+    return [st for st in statements if st.startswith("ALTER TABLE")]
 
 
 def fill(conn: psycopg.Connection, n: int, run_at: str) -> None:
@@ -126,17 +128,17 @@ def run(label: str, n: int, settings: list[str]) -> dict:
 def main() -> int:
     args = bench_parser(__doc__).parse_args()
     n = 100_000 if args.quick else 1_000_000
-    recommended = recommended_sql()
+    defaults = defaults_sql()
     print(f"mailroom bench: bloat after draining {n:,} mails, {DRAINERS} connections, claims of {DRAIN_BATCH}")
-    print("recommended (docs/operations.md): autovacuum_naptime = 10s; " + "; ".join(
-        " ".join(s.split()) for s in recommended))
-    results = [run("default autovacuum", n, [])]
+    print("PostgreSQL defaults: " + "; ".join(" ".join(st.split()) for st in defaults))
+    print("as deployed: the per-table settings of deploy/queue_autovacuum.sql, and autovacuum_naptime = 10s")
+    results = [run("PostgreSQL defaults", n, defaults)]
     server = _server_url()
     with psycopg.connect(server, autocommit=True) as c:
         c.execute("ALTER SYSTEM SET autovacuum_naptime = '10s'")
         c.execute("SELECT pg_reload_conf()")
     try:
-        results.append(run("recommended settings", n, recommended))
+        results.append(run("as deployed", n, []))
     finally:
         with psycopg.connect(server, autocommit=True) as c:
             c.execute("ALTER SYSTEM RESET autovacuum_naptime")

@@ -125,6 +125,23 @@ def get_templates(pool, keys: list[str]) -> list[dict]:
     )
 
 
+def runner_waiting(conn: psycopg.Connection, waiting: bool) -> bool:
+    """Say on this session whether the runner waits for work (enqueue wakes
+    runners only while one does; the hold ends with the session)."""
+    try:
+        return conn.execute("SELECT mailroom.runner_waiting(%s) AS ok", (waiting,)).fetchone()["ok"]
+    except psycopg.Error as e:
+        raise translate(e) from e
+
+
+def enqueues_settled(conn: psycopg.Connection) -> bool:
+    """True when no enqueue that decided not to wake runners is still in flight."""
+    try:
+        return conn.execute("SELECT mailroom.enqueues_settled() AS ok").fetchone()["ok"]
+    except psycopg.Error as e:
+        raise translate(e) from e
+
+
 def listen(conn: psycopg.Connection, channel: str = CHANNEL) -> None:
     """Subscribe an autocommit connection to the queue's wake-up channel."""
     try:

@@ -5,7 +5,9 @@ Threads of one runner process:
 - main: reclaim (at most once a second, after writing this runner's pending
   outcomes) → claim_batch → get_templates → hand the rows to the workers;
   claims again while full batches come back and the workers have room; when
-  idle, waits for a NOTIFY (or the poll interval, or free capacity);
+  a claim comes back short, says it waits for work (Waiting: enqueue notifies
+  only then), claims once more and waits for a NOTIFY (or the poll interval,
+  or free capacity);
 - N workers: each keeps one transport connection open, builds the mail and
   sends it, and puts the outcome in an in-memory buffer;
 - housekeeper: writes the buffer with one mark_outcomes call every 100 ms (and
@@ -108,6 +110,55 @@ class Job:
     batch: Batch
 
 
+class Waiting:
+    """The runner's side of enqueue's wake-up protocol (deploy/runner_waiting.sql,
+    deploy/enqueue.sql). enqueue notifies only while some runner holds the
+    waiting lock; this runner holds it, on a connection of its own, from the
+    first claim that comes back short until a claim comes back full. Before it
+    sleeps until notified it claims once more after enqueues_settled: every
+    enqueue that saw nobody waiting has committed by then, so that claim finds
+    its mail and no wake-up is lost."""
+
+    def __init__(self, connect):
+        self._connect = connect
+        self.conn: psycopg.Connection | None = None
+        self.held = False
+        self.settled = False
+
+    def prepare(self) -> str:
+        """'claim': the barrier just passed, claim once more; 'retry': an
+        enqueue that may not have woken us is in flight, try again shortly;
+        'sleep': sleep until notified."""
+        if self.settled:
+            return "sleep"
+        if not self.held:
+            if self.conn is None or self.conn.closed:
+                self.conn = self._connect()
+            queries.runner_waiting(self.conn, True)
+            self.held = True
+        self.settled = queries.enqueues_settled(self.conn)
+        return "claim" if self.settled else "retry"
+
+    def end(self) -> None:
+        """Busy again: enqueues need not wake us."""
+        if self.held:
+            self.held = self.settled = False
+            queries.runner_waiting(self.conn, False)
+
+    def reset(self) -> None:
+        """The connection failed: start over (its hold ended with it)."""
+        self.held = self.settled = False
+        self.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+            self.conn = None
+
+
 class Runner:
     def __init__(self, settings: Settings, transport: Transport | None = None):
         self.s = settings
@@ -133,6 +184,7 @@ class Runner:
         self.housekeeper_stop = threading.Event()
         self.db_state = logs.StateLog("db")
         self.listen_state = logs.StateLog("listen")
+        self.waiting = Waiting(lambda: psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs()))
         self.exit_code = 0
         self.signals = 0
         self.totals = defaultdict(int)
@@ -190,6 +242,7 @@ class Runner:
         metrics.UP.labels("transport").set(1)
 
     def close(self) -> None:
+        self.waiting.close()
         if self.pool is not None:
             self.pool.close(timeout=2)
             self.pool = None
@@ -227,6 +280,9 @@ class Runner:
     # -- main loop -------------------------------------------------------------------
     def _main_loop(self) -> None:
         db_backoff, smtp_backoff = Backoff(), Backoff(base=0.5, cap=30.0)
+        # An enqueue in flight that may not wake us is a matter of milliseconds,
+        # unless an application holds its transaction open.
+        settle_backoff = Backoff(base=0.005, cap=0.2)
         last_reclaim = 0.0
         while not self.stopping.is_set():
             if not self.transport.health.is_up:
@@ -264,6 +320,7 @@ class Runner:
                     continue
                 raise FatalError(f"claim: {e}") from None
             if got == self.s.batch:
+                self._busy()
                 continue  # more is waiting: claim again as soon as there is room
             throttled = self._send_rate_wait()
             if throttled:
@@ -277,7 +334,32 @@ class Runner:
                     break
                 self.wake.wait(0.2)
                 continue
+            step = self._prepare_to_sleep()
+            if step == "claim":
+                continue
+            if step == "retry":
+                self.wake.wait(settle_backoff.next())
+                continue
+            settle_backoff.reset()
             self.wake.wait(self.s.poll_interval)
+
+    def _busy(self) -> None:
+        try:
+            self.waiting.end()
+        except (queries.DatabaseUnavailable, queries.QueryError) as e:
+            event(logging.DEBUG, "runner.waiting_lost", error=queries.first_line(e))
+            self.waiting.reset()
+
+    def _prepare_to_sleep(self) -> str:
+        """See Waiting. Without its connection the runner cannot be sure to be
+        woken: it polls at most every 0.5 s until the connection is back."""
+        try:
+            return self.waiting.prepare()
+        except (queries.DatabaseUnavailable, queries.QueryError, psycopg.Error) as e:
+            event(logging.DEBUG, "runner.waiting_lost", error=queries.first_line(e))
+            self.waiting.reset()
+            self.wake.wait(min(0.5, self.s.poll_interval))
+            return "claim"
 
     def _send_rate_wait(self) -> float | None:
         try:

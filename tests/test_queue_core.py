@@ -285,6 +285,7 @@ def test_enqueue_notifies_on_commit_only(db_url, conn):
     listener = psycopg.connect(db_url, autocommit=True)
     try:
         listener.execute("LISTEN mailroom")
+        listener.execute("SELECT mailroom.runner_waiting(true)")  # a runner waits for work (tests/test_wakeup.py)
         with connect(db_url) as app:
             app.execute("BEGIN")
             app.execute("SELECT mailroom.enqueue('n@example.com', 'Hi', 'Body', p_sender => 'billing')")

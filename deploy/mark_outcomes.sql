@@ -16,10 +16,16 @@ RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- Every lookup is by a given key: plan each call with the table's real size
--- and never fall back to a sequential scan of the ledger (see v0.2.0).
+-- Every lookup is by a given key (a report's message id and lease token):
+-- plan each call with the table's real size, and only as nested loops over
+-- index lookups. A hash join over the ledger, which a plan made while the
+-- ledger was small (or freshly truncated) picks, reads the whole ledger on
+-- every call: bench/drain.py's SQL went from 15,000 to 10,000 mails/s at
+-- 100,000 mails, slower as the ledger grew (see also v0.2.0).
 SET plan_cache_mode = force_custom_plan
 SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
   v_index   bigint;
@@ -154,7 +160,7 @@ BEGIN
                           WHERE prior.message_id = i.id AND prior.reported = 'sent' AND prior.id <> a.id)
     FROM input i
     WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL
-    RETURNING a.id
+    RETURNING a.message_id
   ),
   ledger_written AS (
     INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
@@ -166,8 +172,9 @@ BEGIN
            i.outcome = 'sent' AND EXISTS (SELECT FROM mailroom.attempts prior
                                           WHERE prior.message_id = i.id AND prior.reported = 'sent')
     FROM input i
-    WHERE i.is_live
-      AND NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = i.id AND a.lease_token = i.token)
+    -- A live lease has a row only if an older claim_batch opened it, and
+    -- ledger_completed has just completed that one.
+    WHERE i.is_live AND i.id NOT IN (SELECT c.message_id FROM ledger_completed c)
     RETURNING id
   ),
   bounced AS (

@@ -11,6 +11,10 @@ RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- Its ledger lookups are by message id and lease token: nested loops over
+-- index lookups, never a hash join reading the whole ledger (see mark_outcomes).
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
   v_reclaimed integer;
@@ -52,13 +56,14 @@ BEGIN
     SET outcome = 'expired', finished_at = p_now
     FROM expired e
     WHERE a.message_id = e.id AND a.lease_token = e.lease_token AND a.outcome IS NULL
+    RETURNING a.message_id
   ),
   ledger_written AS (
     INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
                                    finished_at, outcome)
     SELECT e.id, e.delivery_key, e.attempts, e.worker, e.lease_token, e.claimed_at, p_now, 'expired'
     FROM expired e
-    WHERE NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = e.id AND a.lease_token = e.lease_token)
+    WHERE e.id NOT IN (SELECT c.message_id FROM ledger_closed c)
   )
   SELECT count(*) INTO v_reclaimed FROM moved;
   RETURN v_reclaimed;

@@ -15,6 +15,10 @@ RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- Its ledger lookups are by message id and lease token: nested loops over
+-- index lookups, never a hash join reading the whole ledger (see mark_outcomes).
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
   v_released integer;
@@ -36,13 +40,14 @@ BEGIN
     SET outcome = 'released', finished_at = p_now
     FROM returned r
     WHERE a.message_id = r.id AND a.lease_token = p_token AND a.outcome IS NULL
+    RETURNING a.message_id
   ),
   ledger_written AS (
     INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
                                    finished_at, outcome)
     SELECT r.id, r.delivery_key, r.attempt, r.worker, p_token, r.claimed_at, p_now, 'released'
     FROM returned r
-    WHERE NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = r.id AND a.lease_token = p_token)
+    WHERE r.id NOT IN (SELECT c.message_id FROM ledger_closed c)
   )
   SELECT count(*) INTO v_released FROM returned;
 

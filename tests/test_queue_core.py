@@ -143,17 +143,18 @@ def run_explained(conn, statement: str, params=()) -> list[dict]:
     return plans
 
 
-def scans_of(plan: dict, relation: str) -> list[dict]:
-    found = []
-
-    def walk(node):
-        if node.get("Relation Name") == relation and node["Node Type"].endswith("Scan"):
-            found.append(node)
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan["Plan"])
+def nodes_of(plan: dict) -> list[dict]:
+    """Every node of a logged plan, depth first."""
+    found, stack = [], [plan["Plan"]]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(node.get("Plans", []))
     return found
+
+
+def scans_of(plan: dict, relation: str) -> list[dict]:
+    return [n for n in nodes_of(plan) if n.get("Relation Name") == relation and n["Node Type"].endswith("Scan")]
 
 
 def buffers_read(scans: list[dict]) -> int:
@@ -228,6 +229,8 @@ def test_mark_outcomes_plan_is_index_driven_with_1000_in_flight(conn):
     for scan in message_scans + ledger_scans:
         assert scan["Node Type"] != "Seq Scan", scan
     assert rows_visited(message_scans) < 10_000, rows_visited(message_scans)
+    assert rows_visited(ledger_scans) < 10_000, rows_visited(ledger_scans)  # not the 100,000 rows of history
+    assert all(n["Node Type"] != "Hash Join" for n in nodes_of(outcome_plan)), "key lookups only, no hash over a table"
     assert conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sent'").fetchone()["n"] == 101_000
 
 

@@ -150,3 +150,18 @@ def test_an_idle_runner_is_woken_by_enqueue_in_an_application_transaction(db_url
         app.commit()
         wait_for(lambda: sink.stats()["received"] == 1, timeout=5, interval=0.01, what="delivery after commit")
         assert r.stop() == 0, r.log()
+
+
+def test_an_enqueue_in_a_repeatable_read_transaction_sees_a_runner_that_started_waiting_later(db_url, conn):
+    """The locks are not MVCC: a snapshot taken before the runner started
+    waiting does not hide it from enqueue."""
+    listener = connect(db_url)
+    queries.listen(listener)
+    app = psycopg.connect(db_url, row_factory=dict_row)
+    app.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    app.execute("SELECT count(*) FROM mailroom.messages")  # the snapshot is taken here
+    runner = connect(db_url)
+    queries.runner_waiting(runner, True)
+    _enqueue(app, "old-snapshot")
+    app.commit()
+    assert _notifications(listener) == ["default"]

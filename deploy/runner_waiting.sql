@@ -1,46 +1,63 @@
 -- Deploy mailroom:runner_waiting to pg
--- requires: roles
+-- requires: runner_waiting@v0.3.0
+-- requires: table_queue
 
--- The wake-up protocol between enqueue and runners (see enqueue): a runner
--- that waits for work holds the waiting lock, a session-level advisory lock
--- taken shared, so any number of runners can wait at once and a runner that
--- dies releases it with its connection. enqueue notifies only while someone
--- holds it. Both locks are in mailroom's advisory lock space (1835100525,
--- 'mail'): 2 is the waiting lock, 3 the barrier every notify-skipping enqueue
--- holds shared until it commits.
+-- The wake-up protocol between enqueue and runners (see enqueue). v0.3 had
+-- enqueue try a session-level advisory lock that waiting runners held
+-- shared: any login could hold that lock and stall every enqueue behind the
+-- barrier, and a query cancel landing between enqueue's try and its unlock
+-- left a pooled application connection holding it. Now:
+--
+-- - a runner that waits for work has a row in mailroom.runner_waits (its
+--   backend pid); enqueue notifies while any row exists. A row whose backend
+--   is gone is removed the next time any runner starts or stops waiting, so a
+--   crashed runner costs at most a few needless notifications.
+-- - the barrier (advisory lock 1835100525/3) is taken by enqueue shared and
+--   only tried; enqueues_settled tries it exclusively at transaction level,
+--   so it is released when that statement ends, whatever interrupts it.
 
 BEGIN;
 
-CREATE FUNCTION mailroom.runner_waiting(p_waiting boolean)
+CREATE UNLOGGED TABLE mailroom.runner_waits (
+  pid   integer PRIMARY KEY,
+  since timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE mailroom.runner_waits OWNER TO mailroom_owner;
+COMMENT ON TABLE mailroom.runner_waits IS
+  'Runner sessions waiting for work (by backend pid): enqueue notifies while any is here. UNLOGGED: after a crash every runner reconnects and says so again.';
+
+CREATE OR REPLACE FUNCTION mailroom.runner_waiting(p_waiting boolean)
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
+DECLARE
+  v_found boolean;
 BEGIN
   IF p_waiting IS NULL THEN
     RAISE EXCEPTION 'mailroom: waiting: must be true or false' USING ERRCODE = '22023';
   END IF;
+  DELETE FROM mailroom.runner_waits w
+  WHERE w.pid <> pg_backend_pid()
+    AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.pid);
   IF p_waiting THEN
-    PERFORM pg_advisory_lock_shared(1835100525, 2);
+    INSERT INTO mailroom.runner_waits (pid) VALUES (pg_backend_pid()) ON CONFLICT (pid) DO NOTHING;
     RETURN true;
   END IF;
-  -- Releases one hold of this session; false (and nothing released) if it held none.
-  IF EXISTS (SELECT FROM pg_locks l
-             WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-               AND l.classid = 1835100525 AND l.objid = 2 AND l.objsubid = 2 AND l.mode = 'ShareLock') THEN
-    RETURN pg_advisory_unlock_shared(1835100525, 2);
-  END IF;
-  RETURN false;
+  -- false (and nothing changed) if this session was not waiting.
+  DELETE FROM mailroom.runner_waits WHERE pid = pg_backend_pid();
+  GET DIAGNOSTICS v_found = ROW_COUNT;
+  RETURN v_found;
 END
 $$;
 ALTER FUNCTION mailroom.runner_waiting(boolean) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.runner_waiting(boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.runner_waiting(boolean) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.runner_waiting(boolean) IS
-  'Runner: true = this session waits for work (enqueue notifies while any session does; held until false or disconnect); false = no longer waiting. Call enqueues_settled before sleeping.';
+  'Runner: true = this session waits for work (enqueue notifies while any session does; until false or disconnect); false = no longer waiting (returns whether it was). Call enqueues_settled before sleeping.';
 
-CREATE FUNCTION mailroom.enqueues_settled()
+CREATE OR REPLACE FUNCTION mailroom.enqueues_settled()
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -48,13 +65,10 @@ SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
   -- The barrier is free only when no enqueue that may have skipped its
-  -- wake-up is still in flight; taken and released at once, never waited for
-  -- (waiting would queue every new enqueue behind this call).
-  IF pg_try_advisory_lock(1835100525, 3) THEN
-    PERFORM pg_advisory_unlock(1835100525, 3);
-    RETURN true;
-  END IF;
-  RETURN false;
+  -- wake-up is still in flight. Tried, never waited for (waiting would queue
+  -- every new enqueue behind this call), and held only to the end of this
+  -- transaction.
+  RETURN pg_try_advisory_xact_lock(1835100525, 3);
 END
 $$;
 ALTER FUNCTION mailroom.enqueues_settled() OWNER TO mailroom_owner;

@@ -1,11 +1,24 @@
--- Revert mailroom:enqueue from pg: back to the v0.2.0 function, which notifies on
--- every enqueue of due mail.
+-- Revert mailroom:enqueue from pg (back to the v0.3.0 function)
+-- requires: enqueue@v0.2.0
+-- requires: runner_waiting
 
--- Rework of v0.1.0: the same function, same checks, same messages, same
--- order; the checks are inline and call the raising helpers only for a bad
--- value.
+-- PostgreSQL serializes notifying commits: a transaction that called NOTIFY
+-- holds a database-wide lock from its pre-commit through its WAL flush, so
+-- enqueues that all notify cannot share a flush (bench/single_enqueue.py:
+-- a bare INSERT reached 13,870/s with synchronous_commit on, the same INSERT
+-- with pg_notify 7,484/s). A runner that is busy claims again as soon as it
+-- has room and needs no wake-up; only a runner that waits for work does. So
+-- enqueue notifies only while some runner holds the waiting lock.
+--
+-- No wake-up is lost: enqueue takes the barrier lock (shared, to its commit)
+-- before it looks for a waiting runner, and a runner that starts waiting
+-- takes the waiting lock first and then claims once more only after the
+-- barrier was free (enqueues_settled): an enqueue that saw nobody waiting has
+-- committed by then, and that claim finds its mail.
 
 BEGIN;
+
+DROP FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text);
 
 CREATE OR REPLACE FUNCTION mailroom.enqueue(
   p_to           text,
@@ -127,10 +140,17 @@ BEGIN
     RETURN v_id;
   END IF;
 
-  -- Wakes idle runners when the caller's transaction commits; identical
-  -- payloads within one transaction are delivered once.
+  -- Wakes runners when the caller's transaction commits, if one waits for
+  -- work (it holds the waiting lock, see runner_waiting); busy runners claim
+  -- again without a wake-up. The barrier lock, held to commit, lets a runner
+  -- that starts waiting after this check see this mail before it sleeps.
   IF v_status = 'queued' AND v_run_at <= p_now THEN
-    PERFORM pg_notify('mailroom', p_sender);
+    PERFORM pg_advisory_xact_lock_shared(1835100525, 3);
+    IF pg_try_advisory_lock(1835100525, 2) THEN
+      PERFORM pg_advisory_unlock(1835100525, 2);
+    ELSE
+      PERFORM pg_notify('mailroom', p_sender);
+    END IF;
   END IF;
   RETURN v_id;
 END

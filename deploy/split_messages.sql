@@ -1,0 +1,127 @@
+-- Deploy mailroom:split_messages to pg
+-- requires: table_queue
+-- requires: table_contents
+
+-- v0.4 splits the one wide messages table into mailroom.contents (written
+-- once), mailroom.queue (live mail only) and the ledger mailroom.attempts,
+-- whose row for the attempt or decision that finished a mail now says so
+-- (finished_as). Existing mail moves, including mail leased at this moment:
+-- its lease (token, worker, claim time, deadline) moves with it, so the
+-- runner holding it reports into the new tables. mailroom.messages stays as a
+-- read-only view with the old columns.
+--
+-- Until the reworked queue functions that follow in the plan are deployed
+-- (seconds), calls of the v0.3 functions fail; runners keep their outcomes
+-- and retry, applications see the error and retry their transaction.
+
+BEGIN;
+
+LOCK TABLE mailroom.messages IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE mailroom.attempts IN ACCESS EXCLUSIVE MODE;
+
+-- The ledger: no longer tied to a table rows leave (integrity_problems()
+-- checks it instead of a per-row foreign key check on every outcome), and
+-- its finishing row records the final state.
+ALTER TABLE mailroom.attempts
+  DROP CONSTRAINT attempts_message_id_fkey,
+  DROP CONSTRAINT attempts_outcome_valid,
+  ADD CONSTRAINT attempts_outcome_valid
+    CHECK (outcome IN ('sent', 'retry', 'failed', 'ambiguous', 'expired', 'stale', 'released', 'cancelled', 'resolved')),
+  ADD COLUMN finished_as   text,
+  ADD COLUMN status_reason text,
+  ADD COLUMN last_error    text,
+  ADD CONSTRAINT attempts_finished_as_valid CHECK (finished_as IN ('sent', 'failed', 'cancelled')),
+  ADD CONSTRAINT attempts_finished_has_outcome CHECK (finished_as IS NULL OR outcome IS NOT NULL);
+
+-- What the reworked functions and views replace; each is created again by
+-- its own change later in the plan.
+DROP VIEW mailroom.campaign_progress, mailroom.queue_stats, mailroom.overdue, mailroom.expired_leases,
+          mailroom.repeated_attempts, mailroom.delivered_keys, mailroom.duplicate_deliveries,
+          mailroom.review_queue;
+ALTER TABLE mailroom.attempts DROP COLUMN delivery_key;
+
+INSERT INTO mailroom.contents (
+  id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
+  headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
+  created_at)
+SELECT id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
+       headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
+       created_at
+FROM mailroom.messages;
+DO $$ BEGIN
+  PERFORM pg_catalog.setval('mailroom.message_ids', coalesce((SELECT max(id) FROM mailroom.messages), 0) + 1, false);
+END $$;
+
+INSERT INTO mailroom.queue (
+  id, status, status_reason, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
+  lease_token, leased_until, worker, claimed_at, last_error, updated_at)
+SELECT id, status, status_reason, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
+       lease_token, leased_until, worker, claimed_at, last_error, updated_at
+FROM mailroom.messages
+WHERE status IN ('queued', 'sending', 'paused', 'review');
+
+-- Rows a v0.2.0 claim opened: the live lease is on the queue row now and its
+-- attempt is written when it ends; any other open row ended unnoticed.
+DELETE FROM mailroom.attempts a
+USING mailroom.messages m
+WHERE a.outcome IS NULL AND m.id = a.message_id AND m.status = 'sending' AND a.lease_token = m.lease_token;
+UPDATE mailroom.attempts a
+SET outcome = 'expired', finished_at = coalesce(a.claimed_at, now())
+WHERE a.outcome IS NULL;
+
+-- Finished mail: its latest ledger row records the finish; mail that
+-- finished without an attempt (cancelled, suppressed) gets a row of its own.
+UPDATE mailroom.attempts a
+SET finished_as = m.status, status_reason = m.status_reason, last_error = m.last_error
+FROM mailroom.messages m
+WHERE m.status IN ('sent', 'failed', 'cancelled')
+  AND a.id = (SELECT max(l.id) FROM mailroom.attempts l WHERE l.message_id = m.id);
+INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+SELECT m.id, m.attempts, coalesce(m.sent_at, m.updated_at),
+       CASE WHEN m.status = 'cancelled' THEN 'cancelled' ELSE 'resolved' END,
+       m.status, m.status_reason, m.last_error
+FROM mailroom.messages m
+WHERE m.status IN ('sent', 'failed', 'cancelled')
+  AND NOT EXISTS (SELECT FROM mailroom.attempts l WHERE l.message_id = m.id);
+
+CREATE UNIQUE INDEX attempts_finished_idx ON mailroom.attempts (message_id) WHERE finished_as IS NOT NULL;
+COMMENT ON INDEX mailroom.attempts_finished_idx IS
+  'A mail finishes once: at most one finishing ledger row per message.';
+COMMENT ON COLUMN mailroom.attempts.finished_as IS
+  'Set on the one row that finished the mail: sent, failed or cancelled (the mail then has no row in mailroom.queue). NULL on attempts after which the mail stayed live.';
+COMMENT ON COLUMN mailroom.attempts.status_reason IS
+  'On the finishing row: why it ended so (suppressed, campaign_cancelled, max_attempts, …).';
+COMMENT ON COLUMN mailroom.attempts.last_error IS
+  'On the finishing row: the last delivery error the mail met, if any.';
+COMMENT ON COLUMN mailroom.attempts.outcome IS
+  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent); cancelled and resolved are decisions without an attempt (a cancel, a review resolved by an operator).';
+
+DROP TABLE mailroom.messages;
+
+-- The old shape as a read model: one row per mail, live or finished.
+CREATE VIEW mailroom.messages WITH (security_barrier) AS
+SELECT c.id, c.delivery_key,
+       coalesce(q.status, f.finished_as) AS status,
+       CASE WHEN q.id IS NOT NULL THEN q.status_reason ELSE f.status_reason END AS status_reason,
+       coalesce(q.priority, c.priority) AS priority,
+       q.run_at, c.sender, c.to_address, c.to_domain, c.subject, c.body_text, c.body_html,
+       c.template_key, c.template_vars, c.headers,
+       coalesce(q.attempts, f.attempt) AS attempts,
+       coalesce(q.max_attempts, c.max_attempts) AS max_attempts,
+       coalesce(q.on_ambiguous, c.on_ambiguous) AS on_ambiguous,
+       q.lease_token, q.leased_until, q.worker, q.claimed_at,
+       c.campaign_id, c.schedule_id, c.recipient_id, c.recipient_zone,
+       CASE WHEN q.id IS NOT NULL THEN q.last_error ELSE f.last_error END AS last_error,
+       c.created_at,
+       coalesce(q.updated_at, f.finished_at) AS updated_at,
+       CASE WHEN f.finished_as = 'sent' THEN f.finished_at END AS sent_at,
+       f.finished_at
+FROM mailroom.contents c
+LEFT JOIN mailroom.queue q ON q.id = c.id
+LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL;
+ALTER VIEW mailroom.messages OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.messages FROM PUBLIC;
+COMMENT ON VIEW mailroom.messages IS
+  'Read model: every mail with its content (contents), its live state (queue) or how it finished (the finishing ledger row). Write through the mailroom functions.';
+
+COMMIT;

@@ -1,0 +1,76 @@
+-- Deploy mailroom:table_contents to pg
+-- requires: table_campaigns
+-- requires: table_schedules
+
+
+-- What a mail says and to whom: written once by enqueue, enqueue_campaign or
+-- materialize_schedules and never updated. Everything that changes while the
+-- mail is live (status, lease, attempts, run_at) is in mailroom.queue; what
+-- became of it is in the ledger (mailroom.attempts). Keeping content out of
+-- the hot table is what lets claims and outcomes write small rows.
+
+BEGIN;
+
+CREATE SEQUENCE mailroom.message_ids AS bigint;
+ALTER SEQUENCE mailroom.message_ids OWNER TO mailroom_owner;
+COMMENT ON SEQUENCE mailroom.message_ids IS
+  'Message ids: shared by mailroom.contents, mailroom.queue and the ledger (attempts.message_id).';
+
+CREATE TABLE mailroom.contents (
+  id             bigint NOT NULL DEFAULT nextval('mailroom.message_ids') PRIMARY KEY,
+  delivery_key   text NOT NULL,
+  sender         text NOT NULL DEFAULT 'default',
+  to_address     text NOT NULL,
+  to_domain      text GENERATED ALWAYS AS (lower(substring(to_address FROM '@([^@]*)$'))) STORED,
+  subject        text,
+  body_text      text,
+  body_html      text,
+  template_key   text,
+  template_vars  jsonb NOT NULL DEFAULT '{}',
+  headers        jsonb NOT NULL DEFAULT '{}',
+  priority       smallint NOT NULL DEFAULT 0,
+  max_attempts   integer NOT NULL DEFAULT 5,
+  on_ambiguous   text NOT NULL DEFAULT 'retry',
+  campaign_id    bigint REFERENCES mailroom.campaigns (id),
+  schedule_id    bigint REFERENCES mailroom.schedules (id),
+  recipient_id   text,
+  recipient_zone text,
+  created_at     timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT contents_delivery_key_unique UNIQUE (delivery_key),
+  CONSTRAINT contents_priority_range CHECK (priority BETWEEN -100 AND 100),
+  CONSTRAINT contents_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 100),
+  CONSTRAINT contents_on_ambiguous_valid CHECK (on_ambiguous IN ('retry', 'review')),
+  CONSTRAINT contents_present
+    CHECK (template_key IS NOT NULL OR (subject IS NOT NULL AND (body_text IS NOT NULL OR body_html IS NOT NULL))),
+  CONSTRAINT contents_headers_object CHECK (jsonb_typeof(headers) = 'object'),
+  CONSTRAINT contents_template_vars_object CHECK (jsonb_typeof(template_vars) = 'object'),
+  CONSTRAINT contents_campaign_recipient_present CHECK (campaign_id IS NULL OR recipient_id IS NOT NULL)
+);
+ALTER TABLE mailroom.contents OWNER TO mailroom_owner;
+ALTER SEQUENCE mailroom.message_ids OWNED BY mailroom.contents.id;
+
+-- A re-run of a campaign adds nobody twice; the same index finds a campaign's
+-- mail for pause, resume, cancel and progress (campaign_id is its prefix).
+CREATE UNIQUE INDEX contents_campaign_recipient_unique ON mailroom.contents (campaign_id, recipient_id)
+  WHERE campaign_id IS NOT NULL;
+CREATE INDEX contents_schedule_idx ON mailroom.contents (schedule_id) WHERE schedule_id IS NOT NULL;
+
+-- Insert-only: vacuum matters for visibility maps (index-only scans), not for dead rows.
+ALTER TABLE mailroom.contents SET (
+  autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000,
+  autovacuum_analyze_scale_factor = 0.02);
+
+COMMENT ON TABLE mailroom.contents IS
+  'One row per logical mail: recipient, content and origin, written once and never updated. Live state is in mailroom.queue, outcomes in mailroom.attempts; mailroom.messages joins the three.';
+COMMENT ON COLUMN mailroom.contents.delivery_key IS
+  'Stable identity of the logical mail: enqueue is idempotent on it for as long as the row is kept (see prune), and the Message-ID derives from it.';
+COMMENT ON COLUMN mailroom.contents.priority IS
+  'Priority the mail was queued with; the live value is mailroom.queue.priority.';
+COMMENT ON COLUMN mailroom.contents.to_domain IS
+  'Lower-cased recipient domain, for per-domain send limits and reporting.';
+COMMENT ON COLUMN mailroom.contents.recipient_zone IS
+  'IANA zone of the recipient for campaign and schedule mail with a send window (NULL otherwise).';
+COMMENT ON COLUMN mailroom.contents.on_ambiguous IS
+  'When delivery cannot be proven (lease expired, timeout after DATA): retry (may duplicate) or review (a human decides).';
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert mailroom:table_contents from pg
+
+BEGIN;
+
+DROP TABLE mailroom.contents;
+
+COMMIT;

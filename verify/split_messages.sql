@@ -1,0 +1,19 @@
+-- Verify mailroom:split_messages on pg
+
+BEGIN;
+
+SELECT id, delivery_key, status, status_reason, priority, run_at, sender, to_address, to_domain,
+       subject, body_text, body_html, template_key, template_vars, headers, attempts,
+       max_attempts, on_ambiguous, lease_token, leased_until, worker, claimed_at,
+       campaign_id, schedule_id, recipient_id, recipient_zone, last_error, created_at, updated_at,
+       sent_at, finished_at
+FROM mailroom.messages WHERE false;
+SELECT finished_as, status_reason, last_error FROM mailroom.attempts WHERE false;
+DO $$ BEGIN
+  ASSERT (SELECT relkind FROM pg_catalog.pg_class WHERE oid = 'mailroom.messages'::regclass) = 'v',
+         'mailroom.messages is still a table';
+  ASSERT pg_catalog.to_regclass('mailroom.attempts_finished_idx') IS NOT NULL,
+         'the finishing-row index is missing';
+END $$;
+
+ROLLBACK;

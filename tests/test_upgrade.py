@@ -1,0 +1,122 @@
+"""The upgrade from the last release with mail in flight (issue 13, "An upgrade,
+not a rewrite"): deploy @v0.3.0, queue mail and lease part of it, deploy HEAD
+while the leases are held, finish with the v0.3.0 runner and then a v0.4 one,
+and revert to @v0.3.0 with everything still there."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from mailroom.embedded import project_root
+from mailroom.render import message_id
+from mailroom.sink import Sink
+from tests.conftest import with_database
+from tests.runnerkit import MID_DOMAIN, RunnerProcess
+
+RELEASE = "v0.3.0"
+MAILS = 1000
+LEASED = 300
+REPORTED_AFTER_DEPLOY = 100  # of the leased: the old runner reports them once HEAD is deployed
+
+
+def sqitch(target: str, *args: str) -> None:
+    done = subprocess.run(["sqitch", *args, "--target", target], cwd=project_root(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"sqitch {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
+
+
+@pytest.fixture
+def empty_db(server_url):
+    name = "upgrade_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = with_database(server_url, name)
+    try:
+        yield url, "db:pg:" + url.split(":", 1)[1]
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def release_runner(tmp_path: Path) -> Path:
+    """The runner package exactly as released, to run against the new schema."""
+    archive = subprocess.run(["git", "archive", "--format=tar", RELEASE, "runner/mailroom"],
+                             cwd=project_root(), capture_output=True)
+    if archive.returncode != 0:
+        pytest.fail(f"git archive {RELEASE} failed (is the tag fetched?): {archive.stderr.decode()}")
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    return tmp_path / "runner"
+
+
+def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner):
+    url, target = empty_db
+    sqitch(target, "deploy", "--to", f"@{RELEASE}")
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT mailroom.enqueue('u' || i || '@example.com', 'Upgrade', 'body',"
+                     " p_delivery_key => 'upgrade-' || i) FROM generate_series(1, %s) AS i", [MAILS])
+        leased = conn.execute("SELECT id, lease_token FROM mailroom.claim_batch('old-runner', %s, '10 minutes')",
+                              [LEASED]).fetchall()
+        assert len(leased) == LEASED
+
+        sqitch(target, "deploy")
+
+        # The old runner finishes a third of its batch after the deploy, with its old tokens.
+        reported = leased[:REPORTED_AFTER_DEPLOY]
+        results = [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250}
+                   for r in reported]
+        assert conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)",
+                            [Jsonb(results)]).fetchone()["mark_outcomes"] == len(results)
+
+        # The v0.3.0 runner, unchanged, sends the queued mail against the new schema ...
+        with Sink(keep=True) as sink:
+            env = {"PYTHONPATH": str(release_runner)}
+            with RunnerProcess(url, sink.url(), "--exit-when-idle", "--poll-interval", "0.2",
+                               "--batch", "50", env=env) as old:
+                assert old.wait(120) == 0, old.log()
+            assert sink.received == MAILS - LEASED, "the v0.3.0 runner did not send the queued mail"
+
+            # ... then the rest of the old batch is given up for lost: its leases end and a
+            # v0.4 runner reclaims and sends it.
+            conn.execute("UPDATE mailroom.queue SET leased_until = now() - interval '1 second'"
+                         " WHERE status = 'sending'")
+            with RunnerProcess(url, sink.url(), "--exit-when-idle", "--poll-interval", "0.2",
+                               "--batch", "50") as new:
+                assert new.wait(120) == 0, new.log()
+            sent_ids = set(sink.accepted_ids())
+
+        counts = {r["status"]: r["n"] for r in
+                  conn.execute("SELECT status, count(*) AS n FROM mailroom.messages GROUP BY 1")}
+        assert counts == {"sent": MAILS}, counts
+        assert conn.execute("SELECT count(*) AS n FROM mailroom.queue").fetchone()["n"] == 0
+        # Every mail reached the sink once, except those the old runner reported itself.
+        keys = [r["delivery_key"] for r in conn.execute(
+            "SELECT delivery_key FROM mailroom.messages WHERE id <> ALL (%s)", [[r["id"] for r in reported]])]
+        assert sent_ids == {message_id(k, MID_DOMAIN) for k in keys}
+        # The ledger is complete: one finishing row per mail; the given-up leases show as expired.
+        ledger = conn.execute(
+            "SELECT count(*) FILTER (WHERE finished_as = 'sent') AS finished,"
+            "       count(*) FILTER (WHERE outcome = 'expired') AS expired,"
+            "       count(*) FILTER (WHERE reported = 'sent') AS reported_sent,"
+            "       count(DISTINCT message_id) FILTER (WHERE finished_as IS NOT NULL) AS mails"
+            " FROM mailroom.attempts").fetchone()
+        assert ledger == {"finished": MAILS, "expired": LEASED - REPORTED_AFTER_DEPLOY,
+                          "reported_sent": MAILS, "mails": MAILS}
+        assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
+
+    sqitch(target, "revert", "-y", "--to", f"@{RELEASE}")
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        back = conn.execute("SELECT status, count(*) AS n, count(sent_at) AS with_sent_at"
+                            " FROM mailroom.messages GROUP BY status").fetchall()
+        assert back == [{"status": "sent", "n": MAILS, "with_sent_at": MAILS}]
+        assert conn.execute("SELECT count(*) AS n FROM mailroom.attempts WHERE delivery_key IS NULL"
+                            ).fetchone()["n"] == 0
+    sqitch(target, "deploy")

@@ -107,6 +107,10 @@ CREATE UNIQUE INDEX messages_campaign_recipient_unique ON mailroom.messages (cam
 COMMENT ON INDEX mailroom.messages_campaign_recipient_unique IS
   'UNIQUE (campaign_id, recipient_id): a campaign mails each recipient at most once.';
 
+-- prune (v0.1.0)
+CREATE INDEX messages_finished_idx ON mailroom.messages (updated_at)
+  WHERE status IN ('sent', 'failed', 'cancelled');
+
 -- queue_autovacuum
 ALTER TABLE mailroom.messages SET (
   autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000,

@@ -17,23 +17,25 @@ END $$;
 CREATE OPERATOR hijack.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = hijack.textcat);
 
 SELECT lives_ok($$SELECT mailroom.enqueue('Ann@Example.COM', 's', 'b', p_delivery_key => 'akq-1')$$,
-                'a queued mail, so the index on _address_key has an entry');
-SELECT has_index('mailroom', 'messages', 'messages_to_address_idx', 'the index over _address_key exists');
+                'a queued mail, so an index over _address_key has an entry');
 
 SET LOCAL search_path = hijack, pg_catalog, public;
-REINDEX INDEX mailroom.messages_to_address_idx;
--- A session caches an index's expressions; a new index (as a restore or a DBA
--- makes one) evaluates the body afresh, as the table's owner.
-CREATE INDEX akq_probe ON mailroom.messages (mailroom._address_key(to_address));
+-- v0.4 keeps no index over _address_key (the claim gate compares it with
+-- suppressions' key); a DBA may add one, and a session caches an index's
+-- expressions, so a new index (as a restore or a DBA makes one) evaluates the
+-- body afresh, as the table's owner.
+CREATE INDEX akq_probe ON mailroom.contents (mailroom._address_key(to_address));
+REINDEX INDEX mailroom.akq_probe;
 SELECT set_config('akq.key', mailroom._address_key('Bob@Example.ORG'), true);
-ANALYZE mailroom.messages;
+ANALYZE mailroom.contents;
 RESET search_path;
+SELECT has_index('mailroom', 'contents', 'akq_probe', 'the index over _address_key was built under the hijacking path');
 
 SELECT is(current_setting('akq.key'), 'Bob@example.org', 'called under the hijacking path it still lowers the domain');
 SELECT is_empty($$SELECT fn, who FROM hijack.log$$,
                 'REINDEX, CREATE INDEX, ANALYZE and a direct call under the hijacking path never ran the planted ||');
-SELECT is((SELECT count(*)::int FROM mailroom.messages
-           WHERE mailroom._address_key(to_address) = 'Ann@example.com' AND status = 'queued'), 1,
+SELECT is((SELECT count(*)::int FROM mailroom.contents
+           WHERE mailroom._address_key(to_address) = 'Ann@example.com'), 1,
           'the rebuilt index still finds the mail');
 SELECT is(mailroom._address_key('x.Y@Sub.Example.COM'), 'x.Y@sub.example.com', 'local part kept, domain lowered');
 

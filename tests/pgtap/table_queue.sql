@@ -1,0 +1,23 @@
+-- Tests for mailroom:table_queue
+BEGIN;
+SELECT plan(9);
+
+SELECT has_table('mailroom', 'queue', 'the hot queue exists');
+SELECT table_owner_is('mailroom', 'queue', 'mailroom_owner', 'owned by the owner role');
+SELECT has_index('mailroom', 'queue', 'queue_claim_idx', ARRAY['priority', 'run_at', 'id'], 'claims walk one partial index');
+SELECT has_index('mailroom', 'queue', 'queue_reclaim_idx', ARRAY['leased_until'], 'reclaim walks another');
+SELECT is((SELECT count(*)::int FROM pg_indexes WHERE schemaname = 'mailroom' AND tablename = 'queue'), 3,
+  'the primary key and the two partial indexes, nothing else');
+SELECT ok((SELECT 'fillfactor=70' = ANY (reloptions) FROM pg_class WHERE oid = 'mailroom.queue'::regclass),
+  'room on each page for the updates a live row gets');
+
+SELECT throws_ok($$INSERT INTO mailroom.queue (id, status, sender, max_attempts, on_ambiguous) VALUES (-1, 'sent', 'default', 5, 'retry')$$,
+  '23514', NULL, 'finished mail has no row here');
+SELECT throws_ok($$INSERT INTO mailroom.queue (id, status, sender, max_attempts, on_ambiguous) VALUES (-1, 'sending', 'default', 5, 'retry')$$,
+  '23514', NULL, 'mail being sent carries its lease');
+SET LOCAL ROLE mailroom_runner;
+SELECT throws_ok($$UPDATE mailroom.queue SET status = 'queued'$$, '42501', NULL, 'runners cannot touch it directly');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

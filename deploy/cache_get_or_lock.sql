@@ -1,5 +1,14 @@
--- Deploy mailroom:cache_get_or_lock to pg
--- requires: cache_get
+-- Deploy mailroom:cache_get_or_lock to pg (rework for v0.4)
+-- requires: cache_get_or_lock@v0.3.0
+-- requires: split_messages
+--
+-- Issue 13, item 4: no p_now on anything a role can execute.
+-- cache_get_or_lock(key, wait) reads with cache_get(key), by the database
+-- clock. This change comes before cache_get's rework in the plan: the call
+-- cache_get(key) is answered by the v0.3.0 cache_get(key, p_now DEFAULT now())
+-- and by the v0.4 cache_get(key) alike, so every state of a deploy or a revert
+-- works. _cache_lock_id and cache_unlock are unchanged, copied verbatim so this
+-- file defines every function of the change.
 
 BEGIN;
 
@@ -17,7 +26,7 @@ BEGIN;
 -- Lock key: (1835100524 = 'mail' in ASCII, hashtext(key)). Two keys with the
 -- same hash share a lock: harmless, they just load one after the other.
 
-CREATE FUNCTION mailroom._cache_lock_id(p_key text) RETURNS integer
+CREATE OR REPLACE FUNCTION mailroom._cache_lock_id(p_key text) RETURNS integer
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
@@ -30,10 +39,11 @@ REVOKE ALL ON FUNCTION mailroom._cache_lock_id(text) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._cache_lock_id(text) IS
   'Internal: second key of the advisory load lock of a cache key (the first is 1835100524).';
 
+DROP FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz);
+
 CREATE FUNCTION mailroom.cache_get_or_lock(
   p_key  text,
-  p_wait interval DEFAULT interval '5 seconds',
-  p_now  timestamptz DEFAULT now()
+  p_wait interval DEFAULT interval '5 seconds'
 ) RETURNS TABLE (hit boolean, value jsonb, locked boolean)
 LANGUAGE plpgsql
 VOLATILE
@@ -54,7 +64,7 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  v_value := mailroom.cache_get(p_key, p_now);
+  v_value := mailroom.cache_get(p_key);
   IF v_value IS NOT NULL THEN
     RETURN QUERY SELECT true, v_value, false;
     RETURN;
@@ -83,7 +93,7 @@ BEGIN
   END IF;
 
   -- We hold the lock. The previous holder may have stored the value meanwhile.
-  v_value := mailroom.cache_get(p_key, p_now);
+  v_value := mailroom.cache_get(p_key);
   IF v_value IS NOT NULL THEN
     PERFORM pg_advisory_unlock(1835100524, v_lock);
     RETURN QUERY SELECT true, v_value, false;
@@ -95,14 +105,14 @@ BEGIN
 END
 $$;
 
-ALTER FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) TO mailroom_app;
+ALTER FUNCTION mailroom.cache_get_or_lock(text, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cache_get_or_lock(text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cache_get_or_lock(text, interval) TO mailroom_app;
 
-COMMENT ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) IS
+COMMENT ON FUNCTION mailroom.cache_get_or_lock(text, interval) IS
   'Read p_key; on a miss take the key''s load lock (session-level advisory lock), waiting up to p_wait while another session holds it. Returns (hit, value, locked): hit = value found; locked = this session must load, cache_set and cache_unlock; neither = waited p_wait in vain.';
 
-CREATE FUNCTION mailroom.cache_unlock(p_key text) RETURNS boolean
+CREATE OR REPLACE FUNCTION mailroom.cache_unlock(p_key text) RETURNS boolean
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER

@@ -1,16 +1,21 @@
--- Deploy mailroom:cache_set to pg
--- requires: table_cache
+-- Deploy mailroom:cache_set to pg (rework for v0.4)
+-- requires: cache_set@v0.3.0
+-- requires: split_messages
 --
--- Reworked after v0.1.0: a ttl over 100 years is refused; 100,000,000 years
--- failed with 22008 'timestamp out of range' (tests/test_hostile.py).
+-- Issue 13, item 4: no p_now on anything a role can execute. cache_set stamps
+-- created_at, accessed_at and expires_at (now() + ttl) by the database clock,
+-- now() (the old default). No twin: the clock only fills columns, and a test
+-- that needs an entry expired sets its expires_at directly. The checks are the
+-- v0.2.0 rework's (a ttl over 100 years is refused), unchanged.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.cache_set(
+DROP FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz);
+
+CREATE FUNCTION mailroom.cache_set(
   p_key   text,
   p_value jsonb,
-  p_ttl   interval DEFAULT NULL,
-  p_now   timestamptz DEFAULT now()
+  p_ttl   interval DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql
 VOLATILE
@@ -34,14 +39,14 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
   -- NULL already means "never expires"; past a century a ttl is a mistake,
-  -- and p_now + p_ttl leaves the timestamp range (22008) some 290,000 years on.
+  -- and now() + p_ttl leaves the timestamp range (22008) some 290,000 years on.
   IF p_ttl > interval '100 years' THEN
     RAISE EXCEPTION 'mailroom: ttl: must be at most 100 years, or NULL for no expiry (got %)', p_ttl
       USING ERRCODE = '22023';
   END IF;
 
   INSERT INTO mailroom.cache AS c (key, value, expires_at, created_at, accessed_at)
-  VALUES (p_key, p_value, p_now + p_ttl, p_now, p_now)
+  VALUES (p_key, p_value, now() + p_ttl, now(), now())
   ON CONFLICT (key) DO UPDATE
      SET value       = EXCLUDED.value,
          expires_at  = EXCLUDED.expires_at,
@@ -50,11 +55,11 @@ BEGIN
 END
 $$;
 
-ALTER FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) TO mailroom_app;
+ALTER FUNCTION mailroom.cache_set(text, jsonb, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cache_set(text, jsonb, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cache_set(text, jsonb, interval) TO mailroom_app;
 
-COMMENT ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) IS
-  'Store p_value under p_key (insert or replace). p_ttl NULL = no expiry; otherwise at most 100 years, and the entry is a miss from p_now + p_ttl on.';
+COMMENT ON FUNCTION mailroom.cache_set(text, jsonb, interval) IS
+  'Store p_value under p_key (insert or replace). p_ttl NULL = no expiry; otherwise at most 100 years, and the entry is a miss from now() + p_ttl on (the database clock).';
 
 COMMIT;

@@ -1,11 +1,19 @@
--- Deploy mailroom:cache_sweep to pg
--- requires: table_cache
+-- Deploy mailroom:cache_sweep to pg (rework for v0.4)
+-- requires: cache_sweep@v0.3.0
+-- requires: split_messages
+--
+-- Issue 13, item 4: no p_now on anything a role can execute (an operator
+-- passing a far-future p_now expired every entry with a ttl). cache_sweep
+-- expires by the database clock, now(); its test builds entries around now().
+-- Granted to mailroom_operator only: harden_privileges took the runner's grant
+-- away and this release keeps it so.
 
 BEGIN;
 
+DROP FUNCTION mailroom.cache_sweep(bigint, timestamptz);
+
 CREATE FUNCTION mailroom.cache_sweep(
   p_max_entries bigint DEFAULT NULL,
-  p_now         timestamptz DEFAULT now(),
   OUT expired   bigint,
   OUT evicted   bigint
 )
@@ -26,7 +34,7 @@ BEGIN
   END IF;
 
   -- Housekeeping only: cache_get already treats these rows as misses.
-  DELETE FROM mailroom.cache WHERE expires_at <= p_now;
+  DELETE FROM mailroom.cache WHERE expires_at <= now();
   GET DIAGNOSTICS expired = ROW_COUNT;
 
   -- The entry cap: keep the v_cap most recently used entries, evict the rest.
@@ -43,11 +51,11 @@ BEGIN
 END
 $$;
 
-ALTER FUNCTION mailroom.cache_sweep(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) TO mailroom_operator, mailroom_runner;
+ALTER FUNCTION mailroom.cache_sweep(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cache_sweep(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cache_sweep(bigint) TO mailroom_operator;
 
-COMMENT ON FUNCTION mailroom.cache_sweep(bigint, timestamptz) IS
-  'Housekeeping (pg_cron job mailroom-cache-sweep, every minute): delete entries expired at p_now, then evict the least recently used entries beyond the cap. Cap: p_max_entries, else the setting cache_max_entries (mailroom.set_setting), else 100000.';
+COMMENT ON FUNCTION mailroom.cache_sweep(bigint) IS
+  'Housekeeping (pg_cron job mailroom-cache-sweep, every minute): delete entries expired by now(), then evict the least recently used entries beyond the cap. Cap: p_max_entries, else the setting cache_max_entries (mailroom.set_setting), else 100000.';
 
 COMMIT;

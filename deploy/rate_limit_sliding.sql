@@ -1,5 +1,14 @@
--- Deploy mailroom:rate_limit_sliding to pg
--- requires: rate_limit
+-- Deploy mailroom:rate_limit_sliding to pg (rework for v0.4)
+-- requires: rate_limit_sliding@v0.3.0
+-- requires: split_messages
+--
+-- Issue 13, item 4: no p_now on anything a role can execute. rate_limit_sliding
+-- judges a hit by the database clock, now() (the old default). No twin: the
+-- body around _rate_sliding_take is an argument check and a rename, so tests
+-- pin the clock on _rate_sliding_take itself (owner-only, as before) and call
+-- rate_limit_sliding at now(). _rate_sliding_take is unchanged (send_rates and
+-- claim_batch call it with their own clock), copied here verbatim so this
+-- file defines every function of the change.
 
 BEGIN;
 
@@ -12,7 +21,7 @@ BEGIN;
 -- rate is about limit / (window + window/50), 2% under the limit.
 -- Grants that reach the row out of time order (p_now is taken before the row
 -- lock) are counted correctly up to one window late; older calls are denied.
-CREATE FUNCTION mailroom._rate_sliding_take(
+CREATE OR REPLACE FUNCTION mailroom._rate_sliding_take(
   p_key         text,
   p_want        integer,
   p_limit       integer,
@@ -132,11 +141,12 @@ REVOKE ALL ON FUNCTION mailroom._rate_sliding_take(text, integer, integer, inter
 COMMENT ON FUNCTION mailroom._rate_sliding_take(text, integer, integer, interval, timestamptz) IS
   'Internal: take up to p_want hits (0 = look only; negative = give back hits taken in the same slot) from the sliding-window limit p_limit per p_window of p_key, locking its row until commit. Returns how many were granted, how many remain, and when the next hit fits (NULL: never, for p_limit 0).';
 
+DROP FUNCTION mailroom.rate_limit_sliding(text, integer, interval, timestamptz);
+
 CREATE FUNCTION mailroom.rate_limit_sliding(
   p_key    text,
   p_limit  integer,
   p_window interval,
-  p_now    timestamptz DEFAULT now(),
   OUT allowed     boolean,
   OUT remaining   integer,
   OUT retry_after interval
@@ -150,18 +160,18 @@ DECLARE
   v_take record;
 BEGIN
   PERFORM mailroom._rate_check_args(p_key, p_limit, p_window);
-  v_take := mailroom._rate_sliding_take(p_key, 1, p_limit, p_window, p_now);
+  v_take := mailroom._rate_sliding_take(p_key, 1, p_limit, p_window, now());
   allowed := v_take.granted = 1;
   remaining := v_take.remaining;
   retry_after := v_take.retry_after;
 END
 $$;
 
-ALTER FUNCTION mailroom.rate_limit_sliding(text, integer, interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval, timestamptz) TO mailroom_app;
+ALTER FUNCTION mailroom.rate_limit_sliding(text, integer, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval) TO mailroom_app;
 
-COMMENT ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval, timestamptz) IS
-  'Sliding-window limiter: count one hit on p_key if it fits. Never more than p_limit hits are allowed in ANY span of p_window (judged in slots of p_window / 50, so sustained throughput is about 2% under p_limit). Returns (allowed, remaining, retry_after). Costs a row lock, a read and a write per call. On a database error the CALLER decides: fail open or fail closed - see docs/cache-and-rate-limits.md.';
+COMMENT ON FUNCTION mailroom.rate_limit_sliding(text, integer, interval) IS
+  'Sliding-window limiter: count one hit on p_key if it fits, judged by the database clock now(). Never more than p_limit hits are allowed in ANY span of p_window (judged in slots of p_window / 50, so sustained throughput is about 2% under p_limit). Returns (allowed, remaining, retry_after). Costs a row lock, a read and a write per call. On a database error the CALLER decides: fail open or fail closed - see docs/cache-and-rate-limits.md.';
 
 COMMIT;

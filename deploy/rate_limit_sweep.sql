@@ -1,9 +1,18 @@
--- Deploy mailroom:rate_limit_sweep to pg
--- requires: table_rate_limits
+-- Deploy mailroom:rate_limit_sweep to pg (rework for v0.4)
+-- requires: rate_limit_sweep@v0.3.0
+-- requires: split_messages
+--
+-- Issue 13, item 4: no p_now on anything a role can execute (an operator
+-- passing a far-future p_now deleted every row, live limits included).
+-- rate_limit_sweep() uses the database clock, now(); its test builds rows
+-- around now() instead of pinning the clock. Granted to mailroom_operator only:
+-- harden_privileges took the runner's grant away and this release keeps it so.
 
 BEGIN;
 
-CREATE FUNCTION mailroom.rate_limit_sweep(p_now timestamptz DEFAULT now()) RETURNS bigint
+DROP FUNCTION mailroom.rate_limit_sweep(timestamptz);
+
+CREATE FUNCTION mailroom.rate_limit_sweep() RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
@@ -13,17 +22,17 @@ DECLARE
   v_count bigint;
 BEGIN
   -- One window of grace after a row stops mattering, for calls that arrive late.
-  DELETE FROM mailroom.rate_limits WHERE expires_at + window_length < p_now;
+  DELETE FROM mailroom.rate_limits WHERE expires_at + window_length < now();
   GET DIAGNOSTICS v_count = ROW_COUNT;
   RETURN v_count;
 END
 $$;
 
-ALTER FUNCTION mailroom.rate_limit_sweep(timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.rate_limit_sweep(timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.rate_limit_sweep(timestamptz) TO mailroom_operator, mailroom_runner;
+ALTER FUNCTION mailroom.rate_limit_sweep() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.rate_limit_sweep() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.rate_limit_sweep() TO mailroom_operator;
 
-COMMENT ON FUNCTION mailroom.rate_limit_sweep(timestamptz) IS
-  'Housekeeping (pg_cron job mailroom-rate-limit-sweep, every minute): delete rate-limit rows that carry no state at p_now. Limits stay correct without it; the table just keeps one row per key ever used.';
+COMMENT ON FUNCTION mailroom.rate_limit_sweep() IS
+  'Housekeeping (pg_cron job mailroom-rate-limit-sweep, every minute): delete rate-limit rows that carry no state any more (now()). Limits stay correct without it; the table just keeps one row per key ever used.';
 
 COMMIT;

@@ -1,20 +1,21 @@
--- Deploy mailroom:upsert_template to pg
--- requires: table_templates
--- requires: validation
+-- Deploy mailroom:upsert_template to pg (rework for v0.4)
+-- requires: upsert_template@v0.3.0
+-- requires: split_messages
 --
--- upsert_template (created by table_templates) gets the checks a literal mail
--- has. Hostile-input findings (tests/test_hostile.py): a 3 MB body was stored
--- although enqueue refuses bodies over max_body_bytes, and a subject with a
--- vertical tab or 1 MB of text was stored, bound for a header line.
+-- Issue 13, item 4: no p_now on anything a role can execute. The clock only
+-- stamped created_at / updated_at, so it is simply the database clock now(),
+-- with no twin. The checks are the v0.2.0 rework's, unchanged: the subject is
+-- header text, the bodies are capped by max_body_bytes, as enqueue's are.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.upsert_template(
+DROP FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz);
+
+CREATE FUNCTION mailroom.upsert_template(
   p_key       text,
   p_subject   text,
   p_body_text text,
-  p_body_html text DEFAULT NULL,
-  p_now       timestamptz DEFAULT now()
+  p_body_html text DEFAULT NULL
 )
 RETURNS void
 LANGUAGE plpgsql
@@ -41,17 +42,17 @@ BEGIN
   PERFORM mailroom._check_body('body_html', p_body_html);
 
   INSERT INTO mailroom.templates AS t (key, subject, body_text, body_html, created_at, updated_at)
-  VALUES (p_key, p_subject, p_body_text, p_body_html, p_now, p_now)
+  VALUES (p_key, p_subject, p_body_text, p_body_html, now(), now())
   ON CONFLICT (key) DO UPDATE
     SET subject = excluded.subject, body_text = excluded.body_text,
         body_html = excluded.body_html, updated_at = excluded.updated_at;
 END
 $$;
-ALTER FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz)
+ALTER FUNCTION mailroom.upsert_template(text, text, text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.upsert_template(text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.upsert_template(text, text, text, text)
   TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) IS
+COMMENT ON FUNCTION mailroom.upsert_template(text, text, text, text) IS
   'Create or replace a template (Jinja2 syntax). The subject is checked as header text (no control characters, at most 64 KiB), each body against max_body_bytes. Mail already queued renders with the new version.';
 
 COMMIT;

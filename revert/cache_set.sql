@@ -1,8 +1,10 @@
--- Revert mailroom:cache_set from pg: the v0.1.0 cache_set back (no upper bound on the ttl).
+-- Revert mailroom:cache_set from pg: the v0.3.0 cache_set(key, value, ttl, p_now) back.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.cache_set(
+DROP FUNCTION mailroom.cache_set(text, jsonb, interval);
+
+CREATE FUNCTION mailroom.cache_set(
   p_key   text,
   p_value jsonb,
   p_ttl   interval DEFAULT NULL,
@@ -29,6 +31,12 @@ BEGIN
     RAISE EXCEPTION 'mailroom: ttl: must be positive or NULL for no expiry (got %)', p_ttl
       USING ERRCODE = '22023';
   END IF;
+  -- NULL already means "never expires"; past a century a ttl is a mistake,
+  -- and p_now + p_ttl leaves the timestamp range (22008) some 290,000 years on.
+  IF p_ttl > interval '100 years' THEN
+    RAISE EXCEPTION 'mailroom: ttl: must be at most 100 years, or NULL for no expiry (got %)', p_ttl
+      USING ERRCODE = '22023';
+  END IF;
 
   INSERT INTO mailroom.cache AS c (key, value, expires_at, created_at, accessed_at)
   VALUES (p_key, p_value, p_now + p_ttl, p_now, p_now)
@@ -45,6 +53,6 @@ REVOKE ALL ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) FR
 GRANT EXECUTE ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) TO mailroom_app;
 
 COMMENT ON FUNCTION mailroom.cache_set(text, jsonb, interval, timestamptz) IS
-  'Store p_value under p_key (insert or replace). p_ttl NULL = no expiry; otherwise the entry is a miss from p_now + p_ttl on.';
+  'Store p_value under p_key (insert or replace). p_ttl NULL = no expiry; otherwise at most 100 years, and the entry is a miss from p_now + p_ttl on.';
 
 COMMIT;

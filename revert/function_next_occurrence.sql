@@ -1,4 +1,7 @@
--- Revert mailroom:function_next_occurrence from pg: the v0.1.0 zone check, parser and next_occurrence back.
+-- Revert mailroom:function_next_occurrence from pg: the v0.3.0 definitions back.
+-- The v0.4 rework changed no function (it only gathered them in one file), so
+-- this restores the three the v0.2.0 rework defined, as it defined them; the
+-- four it copied from v0.1.0 are the same before and after.
 
 BEGIN;
 
@@ -21,8 +24,8 @@ BEGIN
   SELECT name INTO v_hint FROM mailroom.time_zones WHERE lower(name) = lower(p_zone) LIMIT 1;
   RAISE EXCEPTION 'mailroom: %: "%" is not a known IANA time zone', p_field, p_zone
     USING ERRCODE = '22023',
-          HINT = coalesce(format('did you mean "%s"?', v_hint),
-                          'use a name from pg_timezone_names such as Europe/Berlin');
+          HINT = CASE WHEN v_hint IS NOT NULL THEN format('did you mean "%s"?', v_hint)
+                      ELSE 'use a name from pg_timezone_names such as Europe/Berlin' END;
 END
 $$;
 ALTER FUNCTION mailroom._zone_check(text, text) OWNER TO mailroom_owner;
@@ -44,6 +47,10 @@ DECLARE
 BEGIN
   IF v_rule = '' THEN
     RAISE EXCEPTION 'mailroom: rule: must be a 5-field cron expression, got nothing'
+      USING ERRCODE = '22023';
+  END IF;
+  IF length(v_rule) > 1000 THEN
+    RAISE EXCEPTION 'mailroom: rule: longer than 1000 characters (%)', length(v_rule)
       USING ERRCODE = '22023';
   END IF;
   v_rule := CASE v_rule
@@ -103,6 +110,11 @@ BEGIN
   IF p_after IS NULL THEN
     RAISE EXCEPTION 'mailroom: after: must be an instant, got NULL' USING ERRCODE = '22023';
   END IF;
+  -- The search looks 30 years ahead in local time: keep it inside the range
+  -- timestamps can hold (infinity or year 294276 would raise 22008 or return NULL).
+  IF NOT isfinite(p_after) OR p_after < timestamptz '1900-01-01 00:00Z' OR p_after >= timestamptz '9000-01-01 00:00Z' THEN
+    RAISE EXCEPTION 'mailroom: after: must be an instant from 1900 to 8999, got %', p_after USING ERRCODE = '22023';
+  END IF;
   RETURN mailroom._next_occurrence(v_spec, p_zone, p_after);
 END
 $$;
@@ -110,6 +122,6 @@ ALTER FUNCTION mailroom.next_occurrence(text, text, timestamptz) OWNER TO mailro
 REVOKE ALL ON FUNCTION mailroom.next_occurrence(text, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.next_occurrence(text, text, timestamptz) TO mailroom_app, mailroom_operator;
 COMMENT ON FUNCTION mailroom.next_occurrence(text, text, timestamptz) IS
-  'The UTC instant of the first local occurrence of cron rule p_rule in IANA zone p_zone strictly after p_after. DST gap: first instant after the gap; DST overlap: once, at the first occurrence. Raises 22023 on an unknown zone or a malformed rule.';
+  'The UTC instant of the first local occurrence of cron rule p_rule in IANA zone p_zone strictly after p_after. DST gap: first instant after the gap; DST overlap: once, at the first occurrence. Raises 22023 on an unknown zone, a malformed rule or an instant outside 1900-8999.';
 
 COMMIT;

@@ -1,7 +1,32 @@
--- Revert mailroom:rate_limit_sweep from pg
+-- Revert mailroom:rate_limit_sweep from pg: the v0.3.0 rate_limit_sweep(p_now) back.
 
 BEGIN;
 
-DROP FUNCTION mailroom.rate_limit_sweep(timestamptz);
+DROP FUNCTION mailroom.rate_limit_sweep();
+
+CREATE FUNCTION mailroom.rate_limit_sweep(p_now timestamptz DEFAULT now()) RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_count bigint;
+BEGIN
+  -- One window of grace after a row stops mattering, for calls that arrive late.
+  DELETE FROM mailroom.rate_limits WHERE expires_at + window_length < p_now;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  RETURN v_count;
+END
+$$;
+
+ALTER FUNCTION mailroom.rate_limit_sweep(timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.rate_limit_sweep(timestamptz) FROM PUBLIC;
+-- Operator only: harden_privileges, deployed before this change, had taken the
+-- runner's grant away (its own revert gives it back).
+GRANT EXECUTE ON FUNCTION mailroom.rate_limit_sweep(timestamptz) TO mailroom_operator;
+
+COMMENT ON FUNCTION mailroom.rate_limit_sweep(timestamptz) IS
+  'Housekeeping (pg_cron job mailroom-rate-limit-sweep, every minute): delete rate-limit rows that carry no state at p_now. Limits stay correct without it; the table just keeps one row per key ever used.';
 
 COMMIT;

@@ -1,8 +1,11 @@
--- Revert mailroom:upsert_template from pg: the v0.1.0 upsert_template (of table_templates) back.
+-- Revert mailroom:upsert_template from pg: the v0.3.0 upsert_template(key,
+-- subject, body_text, body_html, p_now) back.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.upsert_template(
+DROP FUNCTION mailroom.upsert_template(text, text, text, text);
+
+CREATE FUNCTION mailroom.upsert_template(
   p_key       text,
   p_subject   text,
   p_body_text text,
@@ -27,6 +30,11 @@ BEGIN
     RAISE EXCEPTION 'mailroom: body_text: a template needs a text or an HTML body'
       USING ERRCODE = '22023';
   END IF;
+  -- The same limits as a literal mail's: the subject is a header line, the
+  -- bodies are capped by the max_body_bytes setting.
+  PERFORM mailroom._check_header_text('subject', p_subject);
+  PERFORM mailroom._check_body('body_text', p_body_text);
+  PERFORM mailroom._check_body('body_html', p_body_html);
 
   INSERT INTO mailroom.templates AS t (key, subject, body_text, body_html, created_at, updated_at)
   VALUES (p_key, p_subject, p_body_text, p_body_html, p_now, p_now)
@@ -40,6 +48,6 @@ REVOKE ALL ON FUNCTION mailroom.upsert_template(text, text, text, text, timestam
 GRANT EXECUTE ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz)
   TO mailroom_app, mailroom_operator;
 COMMENT ON FUNCTION mailroom.upsert_template(text, text, text, text, timestamptz) IS
-  'Create or replace a template (Jinja2 syntax). Mail already queued renders with the new version.';
+  'Create or replace a template (Jinja2 syntax). The subject is checked as header text (no control characters, at most 64 KiB), each body against max_body_bytes. Mail already queued renders with the new version.';
 
 COMMIT;

@@ -4,8 +4,10 @@ BEGIN;
 
 DO $$
 BEGIN
-  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.cache_set(text, jsonb, interval, timestamptz)', 'execute'),
+  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.cache_set(text, jsonb, interval)', 'execute'),
          'mailroom_app cannot execute cache_set';
+  ASSERT pg_catalog.to_regprocedure('mailroom.cache_set(text, jsonb, interval, timestamptz)') IS NULL,
+         'cache_set still takes p_now';
   BEGIN
     PERFORM mailroom.cache_set('verify:k', '1', interval '1000 years');
     RAISE EXCEPTION 'cache_set accepted a 1000-year ttl';

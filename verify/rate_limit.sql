@@ -4,8 +4,12 @@ BEGIN;
 
 DO $$
 BEGIN
-  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.rate_limit(text, integer, interval, timestamptz)', 'execute'),
+  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.rate_limit(text, integer, interval)', 'execute'),
          'mailroom_app cannot execute rate_limit';
+  ASSERT pg_catalog.to_regprocedure('mailroom.rate_limit(text, integer, interval, timestamptz)') IS NULL,
+         'rate_limit still takes p_now';
+  ASSERT NOT pg_catalog.has_function_privilege('mailroom_app', 'mailroom._rate_limit(text, integer, interval, timestamptz)', 'execute'),
+         '_rate_limit is owner-only';
   ASSERT NOT pg_catalog.has_function_privilege('mailroom_app', 'mailroom._rate_check_args(text, integer, interval)', 'execute'),
          '_rate_check_args is internal';
   BEGIN

@@ -4,8 +4,10 @@ BEGIN;
 
 DO $$
 BEGIN
-  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.rate_limit_sliding(text, integer, interval, timestamptz)', 'execute'),
+  ASSERT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.rate_limit_sliding(text, integer, interval)', 'execute'),
          'mailroom_app cannot execute rate_limit_sliding';
+  ASSERT pg_catalog.to_regprocedure('mailroom.rate_limit_sliding(text, integer, interval, timestamptz)') IS NULL,
+         'rate_limit_sliding still takes p_now';
   ASSERT NOT pg_catalog.has_function_privilege('mailroom_app', 'mailroom._rate_sliding_take(text, integer, integer, interval, timestamptz)', 'execute'),
          '_rate_sliding_take is internal';
 END

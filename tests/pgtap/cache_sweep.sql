@@ -1,30 +1,33 @@
 -- pgTAP: mailroom.cache_sweep
+-- No pinned clock (issue 13, item 4): the entries are placed around now().
 BEGIN;
-SELECT plan(11);
+SELECT plan(13);
 
-SELECT has_function('mailroom', 'cache_sweep', ARRAY['bigint', 'timestamp with time zone'], 'cache_sweep(bigint, timestamptz) exists');
-SELECT is_definer('mailroom', 'cache_sweep', ARRAY['bigint', 'timestamp with time zone'], 'cache_sweep is SECURITY DEFINER');
-SELECT function_privs_are('mailroom', 'cache_sweep', ARRAY['bigint', 'timestamp with time zone'], 'mailroom_operator', ARRAY['EXECUTE'], 'mailroom_operator may call it');
-SELECT function_privs_are('mailroom', 'cache_sweep', ARRAY['bigint', 'timestamp with time zone'], 'mailroom_app', ARRAY[]::text[], 'mailroom_app may not');
+SELECT has_function('mailroom', 'cache_sweep', ARRAY['bigint'], 'cache_sweep(bigint) exists');
+SELECT hasnt_function('mailroom', 'cache_sweep', ARRAY['bigint', 'timestamp with time zone'], 'cache_sweep takes no p_now');
+SELECT is_definer('mailroom', 'cache_sweep', ARRAY['bigint'], 'cache_sweep is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'cache_sweep', ARRAY['bigint'], 'mailroom_operator', ARRAY['EXECUTE'], 'mailroom_operator may call it');
+SELECT function_privs_are('mailroom', 'cache_sweep', ARRAY['bigint'], 'mailroom_app', ARRAY[]::text[], 'mailroom_app may not');
 
 DELETE FROM mailroom.cache;
 INSERT INTO mailroom.cache (key, value, expires_at, accessed_at) VALUES
-  ('gone1', '1', '2026-06-01 11:00:00+00', '2026-06-01 10:00:00+00'),
-  ('gone2', '1', '2026-06-01 12:00:00+00', '2026-06-01 10:00:00+00'),
-  ('old',   '1', NULL,                     '2026-06-01 09:00:00+00'),
-  ('mid',   '1', '2026-06-01 13:00:00+00', '2026-06-01 10:30:00+00'),
-  ('new',   '1', NULL,                     '2026-06-01 11:30:00+00'),
-  ('newer', '1', NULL,                     '2026-06-01 11:45:00+00');
+  ('gone1', '1', now() - interval '1 hour',          now() - interval '2 hours'),
+  ('gone2', '1', now(),                              now() - interval '2 hours'),
+  ('old',   '1', NULL,                               now() - interval '3 hours'),
+  ('mid',   '1', now() + interval '1 microsecond',   now() - interval '90 minutes'),
+  ('new',   '1', NULL,                               now() - interval '30 minutes'),
+  ('newer', '1', NULL,                               now() - interval '15 minutes');
 
-SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(10, '2026-06-01 12:00:00+00')$$,
-  $$VALUES (2::bigint, 0::bigint)$$, 'under the cap: only entries expired at p_now go (expires_at = now counts)');
-SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(2, '2026-06-01 12:00:00+00')$$,
+SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(10)$$,
+  $$VALUES (2::bigint, 0::bigint)$$, 'under the cap: only entries expired by now() go (expires_at = now() counts)');
+SELECT ok(EXISTS (SELECT FROM mailroom.cache WHERE key = 'mid'), 'an entry expiring just after now() stays');
+SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(2)$$,
   $$VALUES (0::bigint, 2::bigint)$$, 'over the cap: the excess is evicted');
 SELECT is((SELECT array_agg(key ORDER BY key) FROM mailroom.cache), ARRAY['new', 'newer']::text[],
   'the least recently used entries went, the most recently used stayed');
 
 SELECT mailroom.set_setting('cache_max_entries', '1');
-SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(NULL, '2026-06-01 12:00:00+00')$$,
+SELECT results_eq($$SELECT expired, evicted FROM mailroom.cache_sweep(NULL)$$,
   $$VALUES (0::bigint, 1::bigint)$$, 'without p_max_entries the cap comes from the setting cache_max_entries');
 SELECT is((SELECT array_agg(key) FROM mailroom.cache), ARRAY['newer']::text[], 'the newest entry stayed');
 

@@ -1,18 +1,26 @@
 -- pgTAP: mailroom.rate_limit_sweep
+-- No pinned clock (issue 13, item 4): the rows are written around now()
+-- through the owner-only cores that take an instant.
 BEGIN;
-SELECT plan(5);
+SELECT plan(8);
 
-SELECT has_function('mailroom', 'rate_limit_sweep', ARRAY['timestamp with time zone'], 'rate_limit_sweep exists');
-SELECT is_definer('mailroom', 'rate_limit_sweep', ARRAY['timestamp with time zone'], 'rate_limit_sweep is SECURITY DEFINER');
-SELECT function_privs_are('mailroom', 'rate_limit_sweep', ARRAY['timestamp with time zone'], 'mailroom_operator', ARRAY['EXECUTE'], 'mailroom_operator may call it');
+SELECT has_function('mailroom', 'rate_limit_sweep', ARRAY[]::text[], 'rate_limit_sweep() exists');
+SELECT hasnt_function('mailroom', 'rate_limit_sweep', ARRAY['timestamp with time zone'], 'rate_limit_sweep takes no p_now');
+SELECT is_definer('mailroom', 'rate_limit_sweep', ARRAY[]::text[], 'rate_limit_sweep is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'rate_limit_sweep', ARRAY[]::text[], 'mailroom_operator', ARRAY['EXECUTE'], 'mailroom_operator may call it');
+SELECT function_privs_are('mailroom', 'rate_limit_sweep', ARRAY[]::text[], 'mailroom_app', ARRAY[]::text[], 'mailroom_app may not');
 
 DELETE FROM mailroom.rate_limits;
-SELECT mailroom.rate_limit('old', 5, '1 minute', '2026-06-01 11:00:10+00');
-SELECT mailroom.rate_limit('recent', 5, '1 minute', '2026-06-01 11:59:10+00');
-SELECT mailroom.rate_limit_sliding('slide', 5, '1 minute', '2026-06-01 11:58:30+00');
--- 'old' ended 11:01 (+ one window of grace), 'recent' ends 12:00, 'slide' ends about 11:59:31.
-SELECT is(mailroom.rate_limit_sweep('2026-06-01 12:00:00+00'), 1::bigint, 'only rows without state (after a window of grace) go');
+-- Fixed windows of a minute are aligned to the epoch: 'old' used one that
+-- ended at least an hour ago, 'recent' one that ends within the next minute.
+SELECT mailroom._rate_limit('old', 5, '1 minute', now() - interval '1 hour');
+SELECT mailroom.rate_limit('recent', 5, '1 minute');
+-- A sliding grant 90 s ago stops counting about 31 s ago: one window of grace is left.
+SELECT mailroom._rate_sliding_take('slide', 1, 5, '1 minute', now() - interval '90 seconds');
+SELECT is(mailroom.rate_limit_sweep(), 1::bigint, 'only rows without state (after a window of grace) go');
 SELECT is((SELECT array_agg(key ORDER BY key) FROM mailroom.rate_limits), ARRAY['recent', 'slide']::text[], 'live rows stay');
+UPDATE mailroom.rate_limits SET expires_at = now() - window_length - interval '1 microsecond' WHERE key = 'slide';
+SELECT is(mailroom.rate_limit_sweep(), 1::bigint, 'a row goes once its window of grace has passed by now()');
 
 SELECT * FROM finish();
 ROLLBACK;

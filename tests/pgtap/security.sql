@@ -19,10 +19,10 @@ CREATE TEMP TABLE decisions (fn text PRIMARY KEY, roles text NOT NULL, kind text
 INSERT INTO decisions (fn, roles, kind) VALUES
   ('cache_delete(text)', 'app', 'definer'),
   ('cache_delete_prefix(text)', 'app', 'definer'),
-  ('cache_get(text, timestamp with time zone)', 'app', 'definer'),
-  ('cache_get_or_lock(text, interval, timestamp with time zone)', 'app', 'definer'),
-  ('cache_set(text, jsonb, interval, timestamp with time zone)', 'app', 'definer'),
-  ('cache_sweep(bigint, timestamp with time zone)', 'operator', 'definer'),
+  ('cache_get(text)', 'app', 'definer'),
+  ('cache_get_or_lock(text, interval)', 'app', 'definer'),
+  ('cache_set(text, jsonb, interval)', 'app', 'definer'),
+  ('cache_sweep(bigint)', 'operator', 'definer'),
   ('cache_unlock(text)', 'app', 'definer'),
   ('cancel(bigint[], text, timestamp with time zone)', 'operator', 'definer'),
   ('cancel_campaign(bigint, timestamp with time zone)', 'app,operator', 'definer'),
@@ -44,9 +44,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('open_transactions(timestamp with time zone)', 'operator', 'definer'),
   ('pause_campaign(bigint, timestamp with time zone)', 'app,operator', 'definer'),
   ('prune(interval, timestamp with time zone)', 'operator', 'definer'),
-  ('rate_limit(text, integer, interval, timestamp with time zone)', 'app', 'definer'),
-  ('rate_limit_sliding(text, integer, interval, timestamp with time zone)', 'app', 'definer'),
-  ('rate_limit_sweep(timestamp with time zone)', 'operator', 'definer'),
+  ('rate_limit(text, integer, interval)', 'app', 'definer'),
+  ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
+  ('rate_limit_sweep()', 'operator', 'definer'),
   ('reclaim(timestamp with time zone, integer)', 'operator,runner', 'definer'),
   ('release(bigint[], uuid, timestamp with time zone)', 'runner', 'definer'),
   ('resolve_review(bigint, text, timestamp with time zone)', 'operator', 'definer'),
@@ -62,7 +62,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('set_setting(text, text)', 'operator', 'definer'),
   ('suppress(text, text, text, timestamp with time zone)', 'app,operator', 'definer'),
   ('unsuppress(text)', 'app,operator', 'definer'),
-  ('upsert_template(text, text, text, text, timestamp with time zone)', 'app,operator', 'definer'),
+  ('upsert_template(text, text, text, text)', 'app,operator', 'definer'),
   ('_address_key(text)', '', 'unpinned'),
   ('_address_ok(text)', '', 'unpinned'),
   ('_cache_lock_id(text)', '', 'unpinned'),
@@ -88,6 +88,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_next_occurrence(mailroom.cron_spec, text, timestamp with time zone)', '', 'definer'),
   ('_rate_check_args(text, integer, interval)', '', 'unpinned'),
   ('_rate_free_at(bigint[], integer[], integer, interval, timestamp with time zone)', '', 'unpinned'),
+  ('_rate_limit(text, integer, interval, timestamp with time zone)', '', 'definer'),
   ('_rate_sliding_take(text, integer, integer, interval, timestamp with time zone)', '', 'definer'),
   ('_rate_slot(timestamp with time zone, interval)', '', 'unpinned'),
   ('_rate_slots_add(bigint[], integer[], bigint, integer)', '', 'unpinned'),
@@ -427,7 +428,7 @@ DECLARE
   i       integer;
 BEGIN
   SET LOCAL ROLE mailroom_app;
-  PERFORM mailroom.upsert_template(v_tpl, 'Hello {{ name }}', 'Body {{ name }}', NULL, c_t);
+  PERFORM mailroom.upsert_template(v_tpl, 'Hello {{ name }}', 'Body {{ name }}', NULL);
   v_id := mailroom.enqueue(p_run || '.Ann@Example.COM', 'Subject', 'Body', p_headers => '{"X-Tag": "v"}',
                            p_delivery_key => p_run || '-k1', p_sender => p_run, p_now => c_t);
   v_id2 := mailroom.enqueue(p_run || '.Ann@Example.COM', 'Other', 'Other', p_delivery_key => p_run || '-k1',
@@ -441,18 +442,24 @@ BEGIN
                            p_sender => p_run, p_now => c_t);
   PERFORM mailroom.enqueue(p_run || '.Eve@Example.COM', 'S', 'B', p_delivery_key => p_run || '-k4',
                            p_sender => p_run, p_priority => -5, p_now => c_t);
-  PERFORM mailroom.cache_set(p_run || ':k', '{"a": 1}', '1 hour', c_t);
-  INSERT INTO pg_temp.got SELECT p_run, 'cache_get', mailroom.cache_get(p_run || ':k', c_t + interval '10 minutes')::text;
+  -- The cache and the limiters run on the database clock (no p_now for a role):
+  -- the expired entry is made so by the superuser, between two calls as the app.
+  PERFORM mailroom.cache_set(p_run || ':k', '{"a": 1}', '1 hour');
+  PERFORM mailroom.cache_set(p_run || ':old', '{"a": 0}', '1 hour');
+  INSERT INTO pg_temp.got SELECT p_run, 'cache_get', mailroom.cache_get(p_run || ':k')::text;
+  RESET ROLE;
+  UPDATE mailroom.cache SET expires_at = now() WHERE key = p_run || ':old';
+  SET LOCAL ROLE mailroom_app;
   INSERT INTO pg_temp.got SELECT p_run, 'cache_get expired',
-    coalesce(mailroom.cache_get(p_run || ':k', c_t + interval '2 hours')::text, 'NULL');
+    coalesce(mailroom.cache_get(p_run || ':old')::text, 'NULL');
   INSERT INTO pg_temp.got SELECT p_run, 'cache_get_or_lock', row(x.*)::text
-    FROM mailroom.cache_get_or_lock(p_run || ':k', '1 second', c_t) x;
+    FROM mailroom.cache_get_or_lock(p_run || ':k', '1 second') x;
   INSERT INTO pg_temp.got SELECT p_run, 'cache_delete_prefix', mailroom.cache_delete_prefix(p_run || ':')::text;
   FOR i IN 1..3 LOOP
     INSERT INTO pg_temp.got SELECT p_run, 'rate_limit ' || i, row(r.*)::text
-      FROM mailroom.rate_limit(p_run || ':rl', 2, '1 minute', c_t) r;
+      FROM mailroom.rate_limit(p_run || ':rl', 2, '1 minute') r;
     INSERT INTO pg_temp.got SELECT p_run, 'rate_limit_sliding ' || i, row(r.*)::text
-      FROM mailroom.rate_limit_sliding(p_run || ':rs', 2, '1 minute', c_t) r;
+      FROM mailroom.rate_limit_sliding(p_run || ':rs', 2, '1 minute') r;
   END LOOP;
   INSERT INTO pg_temp.got SELECT p_run, 'next_occurrence', mailroom.next_occurrence('0 9 * * *', 'Europe/Berlin', c_t)::text;
   INSERT INTO pg_temp.got SELECT p_run, 'next_occurrence in the DST gap',

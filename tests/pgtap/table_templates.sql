@@ -4,21 +4,22 @@ SELECT plan(16);
 
 SELECT has_table('mailroom', 'templates', 'templates table exists');
 SELECT col_is_pk('mailroom', 'templates', 'key', 'keyed by key');
-SELECT has_function('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone']);
+SELECT has_function('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text']);
 SELECT has_function('mailroom', 'get_templates', ARRAY['text[]']);
-SELECT is_definer('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone']);
+SELECT is_definer('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text']);
 SELECT is_definer('mailroom', 'get_templates', ARRAY['text[]']);
-SELECT function_privs_are('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone'],
+SELECT function_privs_are('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text'],
   'mailroom_app', ARRAY['EXECUTE'], 'apps may write templates');
 SELECT function_privs_are('mailroom', 'get_templates', ARRAY['text[]'], 'mailroom_runner', ARRAY['EXECUTE'],
   'runners may read templates');
 
-SELECT mailroom.upsert_template('welcome', 'Hello {{ name }}', 'Hi {{ name }}', NULL, '2030-01-01 00:00Z');
-SELECT mailroom.upsert_template('welcome', 'Welcome {{ name }}', 'Hi {{ name }}', '<p>Hi</p>', '2030-01-02 00:00Z');
+SELECT mailroom.upsert_template('welcome', 'Hello {{ name }}', 'Hi {{ name }}', NULL);
+UPDATE mailroom.templates SET created_at = now() - interval '1 day', updated_at = now() - interval '1 day' WHERE key = 'welcome';
+SELECT mailroom.upsert_template('welcome', 'Welcome {{ name }}', 'Hi {{ name }}', '<p>Hi</p>');
 SELECT results_eq(
   $$SELECT key, subject, body_html, updated_at FROM mailroom.get_templates(ARRAY['welcome', 'missing'])$$,
-  $$VALUES ('welcome'::text, 'Welcome {{ name }}'::text, '<p>Hi</p>'::text, '2030-01-02 00:00Z'::timestamptz)$$,
-  'upsert replaces the template and moves updated_at; unknown keys are absent');
+  $$VALUES ('welcome'::text, 'Welcome {{ name }}'::text, '<p>Hi</p>'::text, now())$$,
+  'upsert replaces the template and moves updated_at to now(); unknown keys are absent');
 
 SELECT throws_ok($$SELECT mailroom.upsert_template('bad key', 's', 't')$$, '22023',
   'mailroom: key: "bad key" is not a template key (letters, digits and _ . : / -, at most 128)', 'bad key refused');

@@ -1,14 +1,16 @@
 -- pgTAP: mailroom.upsert_template (change upsert_template): the subject is
 -- header text, the bodies are capped by max_body_bytes, as enqueue's are.
 BEGIN;
-SELECT plan(10);
+SELECT plan(12);
 
-SELECT has_function('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone'],
+SELECT has_function('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text'],
   'upsert_template exists');
-SELECT is_definer('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone'],
+SELECT is_definer('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text'],
   'upsert_template is SECURITY DEFINER');
-SELECT function_privs_are('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone'],
+SELECT function_privs_are('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text'],
   'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call upsert_template');
+SELECT hasnt_function('mailroom', 'upsert_template', ARRAY['text', 'text', 'text', 'text', 'timestamp with time zone'],
+  'upsert_template takes no p_now');
 
 SET ROLE mailroom_app;
 SELECT lives_ok($$SELECT mailroom.upsert_template('news', E'Hello\t{{ name }}', repeat('x', 1048576))$$,
@@ -26,6 +28,8 @@ SELECT throws_ok($$SELECT mailroom.upsert_template('news2', E'Hi\r\nBcc: x@examp
 RESET ROLE;
 SELECT is((SELECT array_agg(key ORDER BY key) FROM mailroom.templates WHERE key LIKE 'news%'), ARRAY['news'],
   'the refused calls wrote nothing');
+SELECT results_eq($$SELECT created_at, updated_at FROM mailroom.templates WHERE key = 'news'$$,
+  $$VALUES (now(), now())$$, 'created_at and updated_at are the database clock, now()');
 
 SELECT * FROM finish();
 ROLLBACK;

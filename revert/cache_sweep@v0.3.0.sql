@@ -1,0 +1,7 @@
+-- Revert mailroom:cache_sweep from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.cache_sweep(bigint, timestamptz);
+
+COMMIT;

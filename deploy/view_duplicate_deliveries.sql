@@ -1,24 +1,29 @@
 -- Deploy mailroom:view_duplicate_deliveries to pg
--- requires: table_messages
--- requires: table_attempts
+-- requires: view_duplicate_deliveries@v0.3.0
+-- requires: split_messages
+
+-- v0.4: the candidates are found as before, through attempts_doubtful_idx
+-- (created by this change in v0.1.0 and kept on the ledger), so the view
+-- never reads the rest of the ledger. The delivery key is in contents now
+-- (the ledger lost its copy) and the mail's state is its queue row while
+-- live, else its finishing row. Decisions without an attempt (cancelled,
+-- resolved rows) and released claims are not attempts. split_messages
+-- dropped the v0.3 view; this creates it again, same columns.
+--
+-- Two kinds. confirmed: two runners each reported a successful send.
+-- possible: one successful send after an attempt that ended unproven (its
+-- lease expired with no report, or the runner reported a timeout after DATA)
+-- - the ledger cannot know whether that earlier attempt reached the
+-- recipient, so it says so instead of guessing.
 
 BEGIN;
 
--- Two kinds. confirmed: two runners each reported a successful send. possible:
--- one successful send after an attempt that ended unproven (its lease expired
--- with no report, or the runner reported a timeout after DATA) - the ledger
--- cannot know whether that earlier attempt reached the recipient, so it says
--- so instead of guessing. Both kinds are rare, and this partial index finds
--- their candidates without reading the rest of the ledger.
-CREATE INDEX attempts_doubtful_idx ON mailroom.attempts (message_id)
-  WHERE duplicate OR reported = 'ambiguous' OR (reported IS NULL AND outcome = 'expired');
-
 CREATE VIEW mailroom.duplicate_deliveries WITH (security_barrier) AS
-SELECT a.delivery_key,
+SELECT c.delivery_key,
        a.message_id,
-       m.sender,
-       m.to_address,
-       m.status,
+       c.sender,
+       c.to_address,
+       coalesce(q.status, f.finished_as) AS status,
        CASE WHEN count(*) FILTER (WHERE a.reported = 'sent') > 1 THEN 'confirmed' ELSE 'possible' END AS certainty,
        count(*) FILTER (WHERE a.reported = 'sent') AS successful_attempts,
        count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) AS unproven_attempts,
@@ -28,11 +33,13 @@ SELECT a.delivery_key,
        array_agg(a.worker ORDER BY a.claimed_at, a.id) AS workers,
        array_agg(coalesce(a.reported, '-') || '/' || coalesce(a.outcome, 'in flight') ORDER BY a.claimed_at, a.id) AS reports
 FROM mailroom.attempts a
-JOIN mailroom.messages m ON m.id = a.message_id
+JOIN mailroom.contents c ON c.id = a.message_id
+LEFT JOIN mailroom.queue q ON q.id = a.message_id
+LEFT JOIN mailroom.attempts f ON f.message_id = a.message_id AND f.finished_as IS NOT NULL
 WHERE a.message_id IN (SELECT d.message_id FROM mailroom.attempts d
                        WHERE d.duplicate OR d.reported = 'ambiguous' OR (d.reported IS NULL AND d.outcome = 'expired'))
-  AND a.outcome IS DISTINCT FROM 'released'
-GROUP BY a.delivery_key, a.message_id, m.sender, m.to_address, m.status
+  AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved'))
+GROUP BY c.delivery_key, a.message_id, c.sender, c.to_address, coalesce(q.status, f.finished_as)
 HAVING count(*) FILTER (WHERE a.reported = 'sent') > 1
     OR (count(*) FILTER (WHERE a.reported = 'sent') = 1
         AND count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) > 0);

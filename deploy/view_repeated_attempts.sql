@@ -1,16 +1,23 @@
 -- Deploy mailroom:view_repeated_attempts to pg
--- requires: view_repeated_attempts@v0.2.0
+-- requires: view_repeated_attempts@v0.3.0
+-- requires: split_messages
 
--- The ledger row of an attempt in flight is written when its lease ends, so
--- the attempt in flight is read from the lease on the message and counted.
+-- v0.4: a mail's attempts are its ledger rows (not released claims, and not
+-- the cancelled / resolved rows that record a decision without an attempt)
+-- plus the attempt in flight, which is simply its queue row while the status
+-- is sending (the ledger row is written when the lease ends). The recipient
+-- comes from contents. Listing every recipient reads the whole ledger, as in
+-- v0.3 (it is an aggregate over history); a query for one recipient filters
+-- contents first and probes the ledger by message (attempts_message_idx).
+-- split_messages dropped the v0.3 view; this creates it again, same columns.
 
 BEGIN;
 
-CREATE OR REPLACE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
+CREATE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
 WITH per_message AS (
-  SELECT substring(m.to_address FROM '^(.*)@[^@]*$') || '@' || m.to_domain AS recipient,
-         m.id AS message_id,
-         m.recipient_id,
+  SELECT substring(c.to_address FROM '^(.*)@[^@]*$') || '@' || c.to_domain AS recipient,
+         c.id AS message_id,
+         c.recipient_id,
          count(*) AS attempts,
          count(*) FILTER (WHERE a.outcome IN ('retry', 'failed', 'ambiguous', 'expired', 'stale')) AS unsuccessful,
          count(*) FILTER (WHERE a.reported = 'sent') AS successful,
@@ -20,19 +27,18 @@ WITH per_message AS (
          (array_agg(concat_ws(' ', a.smtp_code, a.smtp_enhanced, a.smtp_text) ORDER BY a.claimed_at DESC, a.id DESC)
             FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL))[1] AS last_smtp_reply,
          max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
-  FROM mailroom.messages m
+  FROM mailroom.contents c
   JOIN (SELECT a.message_id, a.id, a.claimed_at, a.reported, a.outcome, a.duplicate,
                a.smtp_code, a.smtp_enhanced, a.smtp_text
         FROM mailroom.attempts a
+        WHERE a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved')
         UNION ALL
         -- The attempt in flight: its ledger row is written when the lease ends.
-        SELECT f.id, NULL, f.claimed_at, NULL, NULL, false, NULL, NULL, NULL
-        FROM mailroom.messages f
-        WHERE f.status = 'sending'
-          AND NOT EXISTS (SELECT FROM mailroom.attempts o WHERE o.message_id = f.id AND o.lease_token = f.lease_token)
-       ) a ON a.message_id = m.id
-  WHERE a.outcome IS DISTINCT FROM 'released'
-  GROUP BY 1, m.id, m.recipient_id
+        SELECT q.id, NULL, q.claimed_at, NULL, NULL, false, NULL, NULL, NULL
+        FROM mailroom.queue q
+        WHERE q.status = 'sending'
+       ) a ON a.message_id = c.id
+  GROUP BY 1, c.id, c.recipient_id
 )
 SELECT p.recipient,
        max(p.recipient_id) AS recipient_id,
@@ -49,5 +55,10 @@ SELECT p.recipient,
 FROM per_message p
 GROUP BY p.recipient
 HAVING max(p.attempts) > 1;
+ALTER VIEW mailroom.repeated_attempts OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.repeated_attempts FROM PUBLIC;
+GRANT SELECT ON mailroom.repeated_attempts TO mailroom_operator;
+COMMENT ON VIEW mailroom.repeated_attempts IS
+  'Recipients (address with the domain lower-cased) with a mail claimed more than once: attempts per mail from the ledger plus the attempt in flight (a queue row that is sending); released claims and decisions without an attempt (cancelled, resolved) do not count.';
 
 COMMIT;

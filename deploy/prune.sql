@@ -84,7 +84,7 @@ BEGIN
       DELETE FROM mailroom.contents c USING doomed d WHERE c.id = d.id RETURNING c.id
     )
     -- gone_contents runs whether or not it is read (a data-modifying WITH).
-    SELECT (SELECT count(*) FROM doomed), (SELECT count(*) FROM gone_attempts), (SELECT max(d.finished_at) FROM doomed)
+    SELECT (SELECT count(*) FROM doomed), (SELECT count(*) FROM gone_attempts), (SELECT max(doomed.finished_at) FROM doomed)
     INTO v_m, v_a, v_last;
     v_messages := v_messages + v_m;
     v_attempts := v_attempts + v_a;

@@ -20,29 +20,46 @@ BEGIN;
 
 CREATE VIEW mailroom.duplicate_deliveries WITH (security_barrier) AS
 SELECT c.delivery_key,
-       a.message_id,
+       d.message_id,
        c.sender,
        c.to_address,
-       coalesce(q.status, f.finished_as) AS status,
-       CASE WHEN count(*) FILTER (WHERE a.reported = 'sent') > 1 THEN 'confirmed' ELSE 'possible' END AS certainty,
-       count(*) FILTER (WHERE a.reported = 'sent') AS successful_attempts,
-       count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) AS unproven_attempts,
-       min(coalesce(a.reported_at, a.finished_at)) FILTER (WHERE a.reported = 'sent') AS first_sent_at,
-       max(coalesce(a.reported_at, a.finished_at)) FILTER (WHERE a.reported = 'sent') AS last_sent_at,
-       array_agg(a.attempt ORDER BY a.claimed_at, a.id) AS attempt_numbers,
-       array_agg(a.worker ORDER BY a.claimed_at, a.id) AS workers,
-       array_agg(coalesce(a.reported, '-') || '/' || coalesce(a.outcome, 'in flight') ORDER BY a.claimed_at, a.id) AS reports
-FROM mailroom.attempts a
-JOIN mailroom.contents c ON c.id = a.message_id
-LEFT JOIN mailroom.queue q ON q.id = a.message_id
-LEFT JOIN mailroom.attempts f ON f.message_id = a.message_id AND f.finished_as IS NOT NULL
-WHERE a.message_id IN (SELECT d.message_id FROM mailroom.attempts d
-                       WHERE d.duplicate OR d.reported = 'ambiguous' OR (d.reported IS NULL AND d.outcome = 'expired'))
-  AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved'))
-GROUP BY c.delivery_key, a.message_id, c.sender, c.to_address, coalesce(q.status, f.finished_as)
-HAVING count(*) FILTER (WHERE a.reported = 'sent') > 1
-    OR (count(*) FILTER (WHERE a.reported = 'sent') = 1
-        AND count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) > 0);
+       s.status,
+       CASE WHEN x.successful_attempts > 1 THEN 'confirmed' ELSE 'possible' END AS certainty,
+       x.successful_attempts,
+       x.unproven_attempts,
+       x.first_sent_at,
+       x.last_sent_at,
+       x.attempt_numbers,
+       x.workers,
+       x.reports
+-- The candidates: mails with a doubtful attempt (attempts_doubtful_idx).
+-- Everything else is read per candidate by key (LATERAL ... OFFSET 0 and
+-- the aggregate subquery are never flattened into joins that would hash
+-- the whole ledger or all of contents).
+FROM (SELECT DISTINCT a.message_id FROM mailroom.attempts a
+      WHERE a.duplicate OR a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) d
+CROSS JOIN LATERAL (
+  SELECT count(*) FILTER (WHERE a.reported = 'sent') AS successful_attempts,
+         count(*) FILTER (WHERE a.reported = 'ambiguous' OR (a.reported IS NULL AND a.outcome = 'expired')) AS unproven_attempts,
+         min(coalesce(a.reported_at, a.finished_at)) FILTER (WHERE a.reported = 'sent') AS first_sent_at,
+         max(coalesce(a.reported_at, a.finished_at)) FILTER (WHERE a.reported = 'sent') AS last_sent_at,
+         array_agg(a.attempt ORDER BY a.claimed_at, a.id) AS attempt_numbers,
+         array_agg(a.worker ORDER BY a.claimed_at, a.id) AS workers,
+         array_agg(coalesce(a.reported, '-') || '/' || coalesce(a.outcome, 'in flight') ORDER BY a.claimed_at, a.id) AS reports
+  FROM mailroom.attempts a
+  WHERE a.message_id = d.message_id
+    AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved'))
+) x
+CROSS JOIN LATERAL (SELECT c.delivery_key, c.sender, c.to_address FROM mailroom.contents c
+                    WHERE c.id = d.message_id OFFSET 0) c
+-- Where the mail is now: its queue row while live, else its finishing row.
+LEFT JOIN LATERAL (SELECT q.status FROM mailroom.queue q WHERE q.id = d.message_id
+                   UNION ALL
+                   SELECT f.finished_as FROM mailroom.attempts f
+                   WHERE f.message_id = d.message_id AND f.finished_as IS NOT NULL
+                   LIMIT 1) s ON true
+WHERE x.successful_attempts > 1
+   OR (x.successful_attempts = 1 AND x.unproven_attempts > 0);
 ALTER VIEW mailroom.duplicate_deliveries OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.duplicate_deliveries FROM PUBLIC;
 GRANT SELECT ON mailroom.duplicate_deliveries TO mailroom_operator;

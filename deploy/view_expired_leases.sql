@@ -10,6 +10,9 @@
 -- (attempts_expired_idx on finished_at serves "the last day"), with the
 -- mail's state now: its queue row while live, else its finishing row.
 -- split_messages dropped the v0.3 view; this creates it again, same columns.
+-- Each row shown costs primary-key probes of contents, the queue and the
+-- finishing row (LATERAL ... OFFSET 0: never a join that hashes the whole
+-- history).
 
 BEGIN;
 
@@ -31,18 +34,21 @@ SELECT NULL::bigint AS attempt_id,
             WHEN q.attempts >= q.max_attempts THEN 'failed'
             ELSE 'queued' END AS next_status
 FROM mailroom.queue q
-JOIN mailroom.contents c ON c.id = q.id
+CROSS JOIN LATERAL (SELECT c.delivery_key, c.to_address FROM mailroom.contents c WHERE c.id = q.id OFFSET 0) c
 WHERE q.status = 'sending' AND q.leased_until < now()
 UNION ALL
 SELECT a.id, a.message_id, c.delivery_key, c.sender, c.to_address, a.worker, a.attempt, a.claimed_at,
        a.finished_at, now() - a.finished_at, true,
-       coalesce(q.on_ambiguous, c.on_ambiguous),
-       coalesce(q.status, f.finished_as),
-       coalesce(q.status, f.finished_as)
+       coalesce(s.on_ambiguous, c.on_ambiguous), s.status, s.status
 FROM mailroom.attempts a
-JOIN mailroom.contents c ON c.id = a.message_id
-LEFT JOIN mailroom.queue q ON q.id = a.message_id
-LEFT JOIN mailroom.attempts f ON f.message_id = a.message_id AND f.finished_as IS NOT NULL
+CROSS JOIN LATERAL (SELECT c.delivery_key, c.sender, c.to_address, c.on_ambiguous
+                    FROM mailroom.contents c WHERE c.id = a.message_id OFFSET 0) c
+-- Where the mail is now: its queue row while live, else its finishing row.
+LEFT JOIN LATERAL (SELECT q.on_ambiguous, q.status FROM mailroom.queue q WHERE q.id = a.message_id
+                   UNION ALL
+                   SELECT NULL, f.finished_as FROM mailroom.attempts f
+                   WHERE f.message_id = a.message_id AND f.finished_as IS NOT NULL
+                   LIMIT 1) s ON true
 WHERE a.outcome IN ('expired', 'stale');
 ALTER VIEW mailroom.expired_leases OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.expired_leases FROM PUBLIC;

@@ -28,9 +28,15 @@ SELECT q.id,
        c.campaign_id,
        c.schedule_id,
        c.created_at
-FROM mailroom.queue q
-JOIN mailroom.contents c ON c.id = q.id
-WHERE q.status = 'queued' AND q.run_at <= now()
+FROM (SELECT * FROM mailroom.queue q
+      WHERE q.status = 'queued' AND q.run_at <= now()
+      ORDER BY q.run_at, q.id) q
+-- One primary-key probe of contents per row shown (OFFSET 0 keeps the
+-- subquery from being flattened into a join): planned as a join, a large
+-- backlog made the planner hash all of contents - the whole history - for
+-- `LIMIT 50` (0.5 s with 1,000,000 mails of history; 47 ms this way).
+CROSS JOIN LATERAL (SELECT c.delivery_key, c.to_address, c.campaign_id, c.schedule_id, c.created_at
+                    FROM mailroom.contents c WHERE c.id = q.id OFFSET 0) c
 ORDER BY q.run_at, q.id;
 ALTER VIEW mailroom.overdue OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.overdue FROM PUBLIC;

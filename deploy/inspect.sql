@@ -1,9 +1,14 @@
 -- Deploy mailroom:inspect to pg
--- requires: inspect@v0.2.0
+-- requires: inspect@v0.3.0
+-- requires: split_messages
 
--- The ledger row of an attempt in flight is written when its lease ends, so
--- inspect adds the attempt in flight from the lease on the message (id NULL,
--- outcome NULL), as the ledger row claim_batch opened used to show it.
+-- v0.4: the mail is found by delivery key (contents_delivery_key_unique) or
+-- id in contents and read through the read model mailroom.messages (one row:
+-- contents, its queue row or its finishing ledger row), so the keys of v0.3
+-- stay and finished_at is added; "finished" is the finishing ledger row
+-- itself (NULL while the mail is live). The attempt in flight is simply the
+-- queue row's lease while its status is sending (v0.3 also looked for a
+-- ledger row a claim before v0.3.0 had opened; split_messages removed those).
 
 BEGIN;
 
@@ -21,9 +26,9 @@ BEGIN
   END IF;
 
   -- A delivery key wins over an id: keys are what applications know.
-  SELECT m.id INTO v_id FROM mailroom.messages m WHERE m.delivery_key = p_ref;
+  SELECT c.id INTO v_id FROM mailroom.contents c WHERE c.delivery_key = p_ref;
   IF v_id IS NULL AND p_ref ~ '^[0-9]{1,18}$' THEN
-    SELECT m.id INTO v_id FROM mailroom.messages m WHERE m.id = p_ref::bigint;
+    SELECT c.id INTO v_id FROM mailroom.contents c WHERE c.id = p_ref::bigint;
   END IF;
   IF v_id IS NULL THEN
     RETURN NULL;
@@ -36,26 +41,30 @@ BEGIN
                 'body_html_bytes', octet_length(m.body_html),
                 'successful_sends', (SELECT count(*) FROM mailroom.attempts a
                                      WHERE a.message_id = m.id AND a.reported = 'sent'),
+                'finished', (SELECT to_jsonb(f) - 'message_id' FROM mailroom.attempts f
+                             WHERE f.message_id = m.id AND f.finished_as IS NOT NULL),
                 'ledger', coalesce((
-                  SELECT jsonb_agg(to_jsonb(a) - 'message_id' - 'delivery_key' ORDER BY a.id)
+                  SELECT jsonb_agg(to_jsonb(a) - 'message_id' ORDER BY a.id)
                   FROM mailroom.attempts a WHERE a.message_id = m.id), '[]'::jsonb)
-                  -- The attempt in flight, from the lease on the message: its
-                  -- ledger row is written when the lease ends.
-                  || CASE WHEN m.status = 'sending' AND NOT EXISTS (
-                            SELECT FROM mailroom.attempts a
-                            WHERE a.message_id = m.id AND a.lease_token = m.lease_token)
+                  -- The attempt in flight, from the lease on the queue row:
+                  -- its ledger row is written when the lease ends.
+                  || CASE WHEN m.status = 'sending'
                      THEN jsonb_build_array(jsonb_build_object(
                             'id', NULL, 'attempt', m.attempts, 'worker', m.worker, 'lease_token', m.lease_token,
                             'claimed_at', m.claimed_at, 'finished_at', NULL, 'reported_at', NULL,
                             'reported', NULL, 'outcome', NULL, 'smtp_code', NULL, 'smtp_enhanced', NULL,
-                            'smtp_text', NULL, 'provider_id', NULL, 'duplicate', false))
+                            'smtp_text', NULL, 'provider_id', NULL, 'duplicate', false,
+                            'finished_as', NULL, 'status_reason', NULL, 'last_error', NULL))
                      ELSE '[]'::jsonb END)
     FROM mailroom.messages m
     WHERE m.id = v_id
   );
 END
 $$;
+ALTER FUNCTION mailroom.inspect(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.inspect(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.inspect(text) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.inspect(text) IS
-  'Operator: one message (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead), with successful_sends and its ledger rows in order under "ledger", ending with the attempt in flight (id and outcome NULL) while the message is leased. NULL when there is no such message.';
+  'Operator: one mail (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead): its content, its live state or how it finished (finished_at, and "finished": the finishing ledger row, NULL while live), successful_sends, and its ledger rows in order under "ledger", ending with the attempt in flight (id and outcome NULL) while it is leased. NULL when there is no such mail (never enqueued, or pruned).';
 
 COMMIT;

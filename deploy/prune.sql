@@ -1,32 +1,52 @@
 -- Deploy mailroom:prune to pg
--- requires: table_messages
--- requires: table_attempts
--- requires: settings_operations
+-- requires: prune@v0.3.0
+-- requires: split_messages
+-- requires: attempts_finished_at_idx
+
+-- v0.4: retention costs O(mail retired). A finished mail is its contents row
+-- and its ledger rows, one of them the finishing row; prune takes the
+-- oldest finishing rows through attempts_finished_at_idx, a batch at a time,
+-- and deletes those mails' ledger rows (attempts_message_idx) and contents
+-- rows (primary key). The hot queue is never read or written: a finished
+-- mail has no queue row (integrity_problems() reports one that has both).
+-- Each batch starts where the last one ended (finished_at >= the last one
+-- deleted), so the rows a batch deleted are not walked again by the next
+-- one in the same transaction.
 --
--- Reworked after v0.1.0: older_than over 100 years is refused; 1,000,000 years
--- failed with 22008 'timestamp out of range' (tests/test_hostile.py). The index
--- messages_finished_idx stays from v0.1.0.
+-- No clock parameter on what an operator may execute: prune(older_than,
+-- batch) cuts at now() - older_than; the owner-only twin _prune(older_than,
+-- batch, now) pins the clock for tests. batch overrides prune_batch_size
+-- for one call.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.prune(
+DROP FUNCTION mailroom.prune(interval, timestamptz);
+
+CREATE FUNCTION mailroom._prune(
   p_older_than interval    DEFAULT NULL,
+  p_batch      integer     DEFAULT NULL,
   p_now        timestamptz DEFAULT now()
 )
 RETURNS TABLE (messages bigint, attempts bigint, batches integer, more boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- A generic plan of the batch statement (planned for any cut-off and batch)
+-- may read the whole ledger by hash join; planning each batch costs ~10 ms.
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
   v_older_than  interval := coalesce(p_older_than, mailroom._setting('attempts_retention')::interval);
-  v_batch       integer  := coalesce(mailroom._setting('prune_batch_size')::integer, 5000);
+  v_batch       integer  := coalesce(p_batch, mailroom._setting('prune_batch_size')::integer, 5000);
   v_max_batches integer  := coalesce(mailroom._setting('prune_max_batches')::integer, 20);
+  v_cutoff      timestamptz;
+  v_from        timestamptz := '-infinity';
   v_messages    bigint   := 0;
   v_attempts    bigint   := 0;
   v_batches     integer  := 0;
   v_m           bigint;
   v_a           bigint;
+  v_last        timestamptz;
 BEGIN
   -- A lease lasts at most a day, so a late report always finds its ledger row.
   IF v_older_than IS NULL OR v_older_than < interval '1 day' THEN
@@ -41,40 +61,64 @@ BEGIN
   IF p_now IS NULL THEN
     RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
   END IF;
+  IF p_batch IS NOT NULL THEN
+    PERFORM mailroom._check_range('batch', p_batch, 1, 1000000);
+  END IF;
   PERFORM mailroom._check_range('prune_batch_size', v_batch, 1, 1000000);
   PERFORM mailroom._check_range('prune_max_batches', v_max_batches, 1, 10000);
+  v_cutoff := p_now - v_older_than;
 
-  -- Bounded batches: each statement deletes at most v_batch messages and
-  -- their ledger rows; one call at most v_max_batches of them. Locked rows
-  -- (an operator looking at one) are skipped and taken next time.
+  -- Bounded batches: each statement retires at most v_batch mails with all
+  -- their ledger rows; one call at most v_max_batches of them. Locked
+  -- finishing rows are skipped and taken next time.
   LOOP
     WITH doomed AS (
-      SELECT m.id FROM mailroom.messages m
-      WHERE m.status IN ('sent', 'failed', 'cancelled') AND m.updated_at < p_now - v_older_than
-      ORDER BY m.updated_at
+      SELECT f.message_id AS id, f.finished_at
+      FROM mailroom.attempts f
+      WHERE f.finished_as IS NOT NULL AND f.finished_at >= v_from AND f.finished_at < v_cutoff
+      ORDER BY f.finished_at
       LIMIT v_batch
       FOR UPDATE SKIP LOCKED
     ),
     gone_attempts AS (
       DELETE FROM mailroom.attempts a USING doomed d WHERE a.message_id = d.id RETURNING a.id
     ),
-    gone AS (
-      DELETE FROM mailroom.messages m USING doomed d WHERE m.id = d.id RETURNING m.id
+    gone_contents AS (
+      DELETE FROM mailroom.contents c USING doomed d WHERE c.id = d.id RETURNING c.id
     )
-    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gone_attempts) INTO v_m, v_a;
+    -- gone_contents runs whether or not it is read (a data-modifying WITH).
+    SELECT (SELECT count(*) FROM doomed), (SELECT count(*) FROM gone_attempts), (SELECT max(doomed.finished_at) FROM doomed)
+    INTO v_m, v_a, v_last;
     v_messages := v_messages + v_m;
     v_attempts := v_attempts + v_a;
     v_batches  := v_batches + 1;
     EXIT WHEN v_m < v_batch OR v_batches >= v_max_batches;
+    v_from := v_last;
   END LOOP;
 
   RETURN QUERY SELECT v_messages, v_attempts, v_batches, v_m = v_batch;
 END
 $$;
-ALTER FUNCTION mailroom.prune(interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.prune(interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.prune(interval, timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.prune(interval, timestamptz) IS
-  'Delete finished mail (sent, failed, cancelled) last changed more than p_older_than ago (default: setting attempts_retention; 1 day to 100 years) with its ledger rows, in batches of prune_batch_size, at most prune_max_batches per call; more = true when it stopped at that bound. A pruned delivery key can be enqueued (and sent) again.';
+ALTER FUNCTION mailroom._prune(interval, integer, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._prune(interval, integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._prune(interval, integer, timestamptz) IS
+  'Owner only (tests pin the clock): mailroom.prune with the cut-off at p_now - p_older_than.';
+
+CREATE FUNCTION mailroom.prune(
+  p_older_than interval DEFAULT NULL,
+  p_batch      integer  DEFAULT NULL
+)
+RETURNS TABLE (messages bigint, attempts bigint, batches integer, more boolean)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT * FROM mailroom._prune(p_older_than, p_batch, now())
+$$;
+ALTER FUNCTION mailroom.prune(interval, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.prune(interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.prune(interval, integer) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.prune(interval, integer) IS
+  'Retire finished mail (sent, failed, cancelled) that finished more than p_older_than ago (default: setting attempts_retention; 1 day to 100 years): its contents row and all its ledger rows, oldest first, in batches of p_batch (default: setting prune_batch_size), at most prune_max_batches per call; more = true when it stopped at that bound. Never touches the queue. A retired delivery key can be enqueued (and sent) again.';
 
 COMMIT;

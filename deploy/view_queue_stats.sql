@@ -1,7 +1,20 @@
--- Deploy mailroom:view_queue_stats to pg (reworked after v0.1.0)
--- requires: table_messages
--- requires: table_attempts
--- requires: settings_operations
+-- Deploy mailroom:view_queue_stats to pg
+-- requires: view_queue_stats@v0.3.0
+-- requires: split_messages
+
+-- v0.4: queue depth and age come from the hot queue alone, so the view
+-- costs O(live mail) however long the history: one pass over mailroom.queue
+-- grouped by sender and status, and per group one primary-key probe of
+-- contents for the age of its oldest mail (the lowest id: ids are handed out
+-- in enqueue order). Finished mail is no longer counted here: v0.3 listed
+-- sent, failed and cancelled rows per sender, which meant reading the whole
+-- history on every `mailroom status`; delivery_metrics (a window of the
+-- ledger) and campaign_progress count finished mail instead.
+--
+-- open_transactions takes no p_now any more (no clock parameter on a
+-- function a role may execute): ages are measured with clock_timestamp() at
+-- the call, as its default did. split_messages dropped the v0.3 view; this
+-- creates it again, same columns.
 
 BEGIN;
 
@@ -17,10 +30,9 @@ BEGIN;
 -- Sessions of other roles show neither unless the reader has
 -- pg_read_all_stats: the v0.1.0 deploy granted it to mailroom_owner.
 
-DROP VIEW mailroom.queue_stats;
 DROP FUNCTION mailroom.open_transactions(timestamptz);
 
-CREATE FUNCTION mailroom.open_transactions(p_now timestamptz DEFAULT clock_timestamp())
+CREATE FUNCTION mailroom.open_transactions()
 RETURNS TABLE (
   kind             text,
   pid              integer,
@@ -41,7 +53,7 @@ AS $$
   -- No query text: operators see who holds a transaction, not what it reads.
   SELECT CASE WHEN a.query = '<insufficient privilege>' THEN 'hidden' ELSE 'transaction' END,
          a.pid, a.usename, a.application_name, a.client_addr, a.state, a.xact_start,
-         p_now - a.xact_start, NULL::text,
+         clock_timestamp() - a.xact_start, NULL::text,
          a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL,
          greatest(pg_catalog.age(a.backend_xmin), pg_catalog.age(a.backend_xid))
   FROM pg_catalog.pg_stat_activity a
@@ -49,17 +61,17 @@ AS $$
     AND a.backend_type NOT LIKE 'autovacuum%'
     AND (a.xact_start IS NOT NULL OR a.query = '<insufficient privilege>')
   UNION ALL
-  SELECT 'prepared', NULL, p.owner, NULL, NULL, 'prepared', p.prepared, p_now - p.prepared, p.gid,
+  SELECT 'prepared', NULL, p.owner, NULL, NULL, 'prepared', p.prepared, clock_timestamp() - p.prepared, p.gid,
          true, pg_catalog.age(p.transaction)
   FROM pg_catalog.pg_prepared_xacts p
   WHERE p.database = current_database()
   ORDER BY 8 DESC NULLS LAST
 $$;
-ALTER FUNCTION mailroom.open_transactions(timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.open_transactions(timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.open_transactions(timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.open_transactions(timestamptz) IS
-  'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text; pins_horizon: it holds a snapshot or a transaction id, so vacuum cannot remove rows that died after it (horizon_xid_age: how many transactions ago). p_now defaults to clock_timestamp(), not now(): ages are measured at the call, not from the start of the caller''s own transaction.';
+ALTER FUNCTION mailroom.open_transactions() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.open_transactions() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.open_transactions() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.open_transactions() IS
+  'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text; pins_horizon: it holds a snapshot or a transaction id, so vacuum cannot remove rows that died after it (horizon_xid_age: how many transactions ago). Ages are measured with clock_timestamp(), not now(): at the call, not from the start of the caller''s own transaction.';
 
 CREATE VIEW mailroom.queue_stats WITH (security_barrier) AS
 WITH cfg AS (
@@ -87,21 +99,21 @@ holders AS (
 ),
 stats AS (
   SELECT 'queue'::text AS kind,
-         m.sender,
-         m.status,
+         q.sender,
+         q.status,
          count(*) AS messages,
-         count(*) FILTER (WHERE m.status = 'queued' AND m.run_at <= now()) AS due,
-         now() - min(m.created_at) AS oldest_age,
-         now() - min(m.run_at) FILTER (WHERE m.status = 'queued' AND m.run_at <= now()) AS oldest_due_age,
+         count(*) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS due,
+         now() - (SELECT c.created_at FROM mailroom.contents c WHERE c.id = min(q.id)) AS oldest_age,
+         now() - min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due_age,
          NULL::text AS warning,
          NULL::text AS detail
-  FROM mailroom.messages m
-  GROUP BY m.sender, m.status
+  FROM mailroom.queue q
+  GROUP BY q.sender, q.status
 ),
 warnings AS (
   SELECT 'warning'::text, NULL::text, NULL::text, count(*), NULL::bigint, max(h.age), NULL::interval,
          'xmin_horizon',
-         format('%s holder(s) pin the xmin horizon (transactions: for longer than lease_warning_after, %s), the oldest %s transactions back: %s%s. Vacuum cannot remove row versions that died after it, every claim and outcome leaves one in messages, and the queue bloats; end it: pg_terminate_backend(pid), ROLLBACK PREPARED ''gid'', or pg_drop_replication_slot(''name'') for a slot nothing uses (see mailroom.open_transactions())',
+         format('%s holder(s) pin the xmin horizon (transactions: for longer than lease_warning_after, %s), the oldest %s transactions back: %s%s. Vacuum cannot remove row versions that died after it, every claim and outcome leaves one in the queue, and it bloats; end it: pg_terminate_backend(pid), ROLLBACK PREPARED ''gid'', or pg_drop_replication_slot(''name'') for a slot nothing uses (see mailroom.open_transactions())',
                 count(*), (SELECT warn_after FROM cfg), max(h.horizon_xid_age),
                 (array_agg(h.who ORDER BY h.horizon_xid_age DESC NULLS LAST, h.age DESC NULLS LAST))[1],
                 coalesce(', open for ' || date_trunc('second',
@@ -125,20 +137,20 @@ warnings AS (
   WHERE t.kind = 'hidden'
   HAVING count(*) > 0
   UNION ALL
-  SELECT 'warning', NULL, NULL, count(*), NULL, now() - min(m.leased_until), NULL,
+  SELECT 'warning', NULL, NULL, count(*), NULL, now() - min(q.leased_until), NULL,
          'expired_leases',
          format('%s lease(s) expired and not yet reclaimed, the oldest %s ago: reclaim is not running (no pg_cron job and no runner calling it?); run SELECT mailroom.reclaim()',
-                count(*), date_trunc('second', now() - min(m.leased_until)))
-  FROM mailroom.messages m
-  WHERE m.status = 'sending' AND m.leased_until < now() - interval '1 minute'
+                count(*), date_trunc('second', now() - min(q.leased_until)))
+  FROM mailroom.queue q
+  WHERE q.status = 'sending' AND q.leased_until < now() - interval '1 minute'
   HAVING count(*) > 0
   UNION ALL
-  SELECT 'warning', NULL, 'review', count(*), NULL, now() - min(m.updated_at), NULL,
+  SELECT 'warning', NULL, 'review', count(*), NULL, now() - min(q.updated_at), NULL,
          'review_waiting',
          format('%s mail(s) wait for an operator decision, the oldest for %s: see mailroom.review_queue and mailroom.resolve_review()',
-                count(*), date_trunc('second', now() - min(m.updated_at)))
-  FROM mailroom.messages m
-  WHERE m.status = 'review'
+                count(*), date_trunc('second', now() - min(q.updated_at)))
+  FROM mailroom.queue q
+  WHERE q.status = 'review'
   HAVING count(*) > 0
 )
 SELECT s.kind, s.sender, s.status, s.messages, s.due, s.oldest_age, s.oldest_due_age, s.warning, s.detail
@@ -148,9 +160,9 @@ ALTER VIEW mailroom.queue_stats OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.queue_stats FROM PUBLIC;
 GRANT SELECT ON mailroom.queue_stats TO mailroom_operator;
 COMMENT ON VIEW mailroom.queue_stats IS
-  'Queue depth and age per sender and status (kind = queue), then warnings (kind = warning): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
+  'Live mail (the hot queue: queued, sending, paused, review) per sender and status with depth and age (kind = queue), then warnings (kind = warning): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_age IS
-  'Queue rows: now() - the oldest created_at in the group. Warning rows: age of the oldest offending item (xmin_horizon: of the oldest transaction among the holders; NULL when only replication slots hold it).';
+  'Queue rows: age of the group''s oldest mail (now() - created_at of its lowest id). Warning rows: age of the oldest offending item (xmin_horizon: of the oldest transaction among the holders; NULL when only replication slots hold it).';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_due_age IS
   'Queued rows only: how long the oldest due mail has waited past its run_at (the overdue age).';
 COMMENT ON COLUMN mailroom.queue_stats.warning IS

@@ -1,8 +1,13 @@
--- Revert mailroom:delivery_metrics from pg: back to the v0.2.0 function (the ledger row opened at claim time)
+-- Revert mailroom:delivery_metrics from pg: back to the v0.3.0 function,
+-- delivery_metrics(window, p_now), on the read model mailroom.messages
+-- (split_messages' revert restores the table under it).
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.delivery_metrics(
+DROP FUNCTION mailroom.delivery_metrics(interval);
+DROP FUNCTION mailroom._delivery_metrics(interval, timestamptz);
+
+CREATE FUNCTION mailroom.delivery_metrics(
   p_window interval    DEFAULT '1 hour',
   p_now    timestamptz DEFAULT now()
 )
@@ -55,6 +60,13 @@ BEGIN
       JOIN mailroom.messages m ON m.id = a.message_id
       LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
       WHERE a.claimed_at > v_from - interval '1 day' AND a.claimed_at <= p_now
+      UNION ALL
+      -- Attempts in flight: their ledger row is written when the lease ends.
+      SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone), true, m.claimed_at, NULL, NULL, NULL, false, NULL, NULL
+      FROM mailroom.messages m
+      LEFT JOIN mailroom.schedules sc ON sc.id = m.schedule_id
+      WHERE m.status = 'sending' AND m.claimed_at > v_from AND m.claimed_at <= p_now
+        AND NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = m.id AND a.lease_token = m.lease_token)
       UNION ALL
       SELECT m.sender, coalesce(m.recipient_zone, sc.time_zone), false, NULL, NULL, NULL, NULL, false, NULL, m.run_at
       FROM mailroom.messages m

@@ -1,4 +1,10 @@
--- Revert mailroom:inspect from pg: back to the v0.2.0 function (the ledger row opened at claim time)
+-- Revert mailroom:inspect from pg: back to the v0.3.0 function. It reads
+-- the read model mailroom.messages, whose columns it needs are still there;
+-- split_messages' revert restores the table under it.
+
+-- The ledger row of an attempt in flight is written when its lease ends, so
+-- inspect adds the attempt in flight from the lease on the message (id NULL,
+-- outcome NULL), as the ledger row claim_batch opened used to show it.
 
 BEGIN;
 
@@ -33,16 +39,24 @@ BEGIN
                                      WHERE a.message_id = m.id AND a.reported = 'sent'),
                 'ledger', coalesce((
                   SELECT jsonb_agg(to_jsonb(a) - 'message_id' - 'delivery_key' ORDER BY a.id)
-                  FROM mailroom.attempts a WHERE a.message_id = m.id), '[]'::jsonb))
+                  FROM mailroom.attempts a WHERE a.message_id = m.id), '[]'::jsonb)
+                  -- The attempt in flight, from the lease on the message: its
+                  -- ledger row is written when the lease ends.
+                  || CASE WHEN m.status = 'sending' AND NOT EXISTS (
+                            SELECT FROM mailroom.attempts a
+                            WHERE a.message_id = m.id AND a.lease_token = m.lease_token)
+                     THEN jsonb_build_array(jsonb_build_object(
+                            'id', NULL, 'attempt', m.attempts, 'worker', m.worker, 'lease_token', m.lease_token,
+                            'claimed_at', m.claimed_at, 'finished_at', NULL, 'reported_at', NULL,
+                            'reported', NULL, 'outcome', NULL, 'smtp_code', NULL, 'smtp_enhanced', NULL,
+                            'smtp_text', NULL, 'provider_id', NULL, 'duplicate', false))
+                     ELSE '[]'::jsonb END)
     FROM mailroom.messages m
     WHERE m.id = v_id
   );
 END
 $$;
-ALTER FUNCTION mailroom.inspect(text) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.inspect(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.inspect(text) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.inspect(text) IS
-  'Operator: one message (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead), with successful_sends and its ledger rows in order under "ledger". NULL when there is no such message.';
+  'Operator: one message (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead), with successful_sends and its ledger rows in order under "ledger", ending with the attempt in flight (id and outcome NULL) while the message is leased. NULL when there is no such message.';
 
 COMMIT;

@@ -1,8 +1,13 @@
--- Revert mailroom:prune from pg: the v0.1.0 prune back (no upper bound on older_than).
+-- Revert mailroom:prune from pg: back to the v0.3.0 prune(older_than, p_now)
+-- on the read model mailroom.messages (split_messages' revert restores the
+-- table under it).
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.prune(
+DROP FUNCTION mailroom.prune(interval, integer);
+DROP FUNCTION mailroom._prune(interval, integer, timestamptz);
+
+CREATE FUNCTION mailroom.prune(
   p_older_than interval    DEFAULT NULL,
   p_now        timestamptz DEFAULT now()
 )
@@ -24,6 +29,11 @@ BEGIN
   -- A lease lasts at most a day, so a late report always finds its ledger row.
   IF v_older_than IS NULL OR v_older_than < interval '1 day' THEN
     RAISE EXCEPTION 'mailroom: older_than: must be at least 1 day, got %', coalesce(v_older_than::text, 'NULL')
+      USING ERRCODE = '22023', HINT = 'The default is the setting attempts_retention.';
+  END IF;
+  -- p_now - older_than must stay a timestamp; a century is past any retention rule.
+  IF v_older_than > interval '100 years' THEN
+    RAISE EXCEPTION 'mailroom: older_than: must be at most 100 years, got %', v_older_than
       USING ERRCODE = '22023', HINT = 'The default is the setting attempts_retention.';
   END IF;
   IF p_now IS NULL THEN
@@ -63,6 +73,6 @@ ALTER FUNCTION mailroom.prune(interval, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.prune(interval, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.prune(interval, timestamptz) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.prune(interval, timestamptz) IS
-  'Delete finished mail (sent, failed, cancelled) last changed more than p_older_than ago (default: setting attempts_retention, at least 1 day) with its ledger rows, in batches of prune_batch_size, at most prune_max_batches per call; more = true when it stopped at that bound. A pruned delivery key can be enqueued (and sent) again.';
+  'Delete finished mail (sent, failed, cancelled) last changed more than p_older_than ago (default: setting attempts_retention; 1 day to 100 years) with its ledger rows, in batches of prune_batch_size, at most prune_max_batches per call; more = true when it stopped at that bound. A pruned delivery key can be enqueued (and sent) again.';
 
 COMMIT;

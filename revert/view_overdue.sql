@@ -1,4 +1,5 @@
--- Revert mailroom:view_overdue from pg
+-- Revert mailroom:view_overdue from pg: back to the state split_messages
+-- left (no overdue view; its revert creates the v0.3 one on the table again).
 
 BEGIN;
 

@@ -1,4 +1,5 @@
--- Revert mailroom:view_review_queue from pg
+-- Revert mailroom:view_review_queue from pg: back to the state split_messages
+-- left (no review_queue view; its revert creates the v0.3 one on the table again).
 
 BEGIN;
 

@@ -6,7 +6,13 @@ SELECT delivery_key, message_id, sender, to_address, status, successful_attempts
        certainty, unproven_attempts, last_sent_at, attempt_numbers, workers, reports
 FROM mailroom.duplicate_deliveries WHERE false;
 SELECT 1/has_table_privilege('mailroom_operator', 'mailroom.duplicate_deliveries', 'select')::integer;
-
 SELECT 1/count(*) FROM pg_indexes WHERE schemaname = 'mailroom' AND indexname = 'attempts_doubtful_idx';
+DO $$
+BEGIN
+  ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+                     WHERE r.ev_class = 'mailroom.duplicate_deliveries'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
+    'duplicate_deliveries reads the messages read model instead of the tables';
+END
+$$;
 
 ROLLBACK;

@@ -9,8 +9,9 @@ SELECT 1/has_table_privilege('mailroom_operator', 'mailroom.expired_leases', 'se
 SELECT 1/count(*) FROM pg_indexes WHERE schemaname = 'mailroom' AND indexname = 'attempts_expired_idx';
 DO $$
 BEGIN
-  ASSERT pg_get_viewdef('mailroom.expired_leases'::regclass) LIKE '%LEFT JOIN mailroom.attempts%',
-    'expired_leases still needs a ledger row for an unreclaimed lease';
+  ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+                     WHERE r.ev_class = 'mailroom.expired_leases'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
+    'expired_leases reads the messages read model instead of the queue';
 END
 $$;
 

@@ -6,5 +6,12 @@ SELECT id, delivery_key, sender, to_address, priority, run_at, overdue_for, atte
        status_reason, last_error, campaign_id, schedule_id, created_at
 FROM mailroom.overdue WHERE false;
 SELECT 1/has_table_privilege('mailroom_operator', 'mailroom.overdue', 'select')::integer;
+DO $$
+BEGIN
+  ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+                     WHERE r.ev_class = 'mailroom.overdue'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
+    'overdue reads the messages read model instead of the queue';
+END
+$$;
 
 ROLLBACK;

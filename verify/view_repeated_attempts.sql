@@ -10,6 +10,9 @@ DO $$
 BEGIN
   ASSERT pg_get_viewdef('mailroom.repeated_attempts'::regclass) LIKE '%''sending''%',
     'repeated_attempts does not count the attempt in flight';
+  ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+                     WHERE r.ev_class = 'mailroom.repeated_attempts'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
+    'repeated_attempts reads the messages read model instead of the tables';
 END
 $$;
 

@@ -216,7 +216,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
 @json_option
 @click.argument("ref")
 def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
-    """Show one message (by delivery key, or by numeric id) and its ledger."""
+    """Show one message (by delivery key, or by numeric id), how it finished, and its ledger."""
     with _connection(dsn) as conn:
         message = conn.execute(SQL_INSPECT, {"ref": ref}).fetchone()["message"]
     if message is None:
@@ -227,7 +227,7 @@ def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
     ledger = message.pop("ledger")
     for key in ("id", "delivery_key", "status", "status_reason", "sender", "to_address", "subject", "template_key",
                 "priority", "run_at", "attempts", "max_attempts", "on_ambiguous", "worker", "leased_until",
-                "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "successful_sends"):
+                "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "finished_at", "successful_sends"):
         click.echo(f"{key + ':':<17} {_human(message.get(key))}")
     click.echo("\nLEDGER")
     click.echo(_table(ledger, [("attempt", "#"), ("worker", "worker"), ("claimed_at", "claimed"),

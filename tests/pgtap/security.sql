@@ -28,7 +28,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cancel_campaign(bigint, timestamp with time zone)', 'app,operator', 'definer'),
   ('claim_batch(text, integer, interval, text, timestamp with time zone)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
-  ('delivery_metrics(interval, timestamp with time zone)', 'operator', 'definer'),
+  ('delivery_metrics(interval)', 'operator', 'definer'),
   ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, timestamp with time zone)', 'app', 'definer'),
   ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, timestamp with time zone)', 'app', 'caller'),
   ('enqueues_settled()', 'runner', 'definer'),
@@ -36,14 +36,15 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('finish_campaigns(timestamp with time zone)', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),
+  ('integrity_problems()', 'operator', 'definer'),
   ('mark_outcome(bigint, uuid, text, text, integer, text, text, timestamp with time zone)', 'runner', 'definer'),
   ('mark_outcomes(jsonb, timestamp with time zone)', 'runner', 'definer'),
   ('materialize_schedules(timestamp with time zone, integer)', 'operator', 'definer'),
   ('next_occurrence(text, text, timestamp with time zone)', 'app,operator', 'definer'),
   ('next_window_opening(text, time without time zone, time without time zone, timestamp with time zone)', 'app,operator', 'definer'),
-  ('open_transactions(timestamp with time zone)', 'operator', 'definer'),
+  ('open_transactions()', 'operator', 'definer'),
   ('pause_campaign(bigint, timestamp with time zone)', 'app,operator', 'definer'),
-  ('prune(interval, timestamp with time zone)', 'operator', 'definer'),
+  ('prune(interval, integer)', 'operator', 'definer'),
   ('rate_limit(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sweep()', 'operator', 'definer'),
@@ -78,6 +79,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_check_range(text, numeric, numeric, numeric)', '', 'invoker'),
   ('_check_send_rate(integer, integer)', '', 'invoker'),
   ('_check_setting(text, text)', '', 'invoker'),
+  ('_delivery_metrics(interval, timestamp with time zone)', '', 'definer'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),
   ('_cron_value(text, text, integer, integer, text[])', '', 'definer'),
@@ -85,6 +87,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_from_epoch_us(bigint)', '', 'unpinned'),
   ('_local_to_instant(timestamp without time zone, text)', '', 'definer'),
   ('_message_guard()', '', 'definer'),
+  ('_prune(interval, integer, timestamp with time zone)', '', 'definer'),
   ('_next_occurrence(mailroom.cron_spec, text, timestamp with time zone)', '', 'definer'),
   ('_rate_check_args(text, integer, interval)', '', 'unpinned'),
   ('_rate_free_at(bigint[], integer[], integer, interval, timestamp with time zone)', '', 'unpinned'),
@@ -121,6 +124,7 @@ INSERT INTO readers VALUES
   ('delivered_keys', 'operator'),
   ('duplicate_deliveries', 'operator'),
   ('expired_leases', 'operator'),
+  ('messages', ''),  -- the read model: operators read mail through the operator views and inspect
   ('overdue', 'operator'),
   ('queue_stats', 'operator'),
   ('repeated_attempts', 'operator'),
@@ -143,7 +147,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int * 4 FROM decisions)
             + (SELECT count(*)::int * 4 FROM catalog_rels)
-            + 60);  -- the fixed tests below
+            + 64);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -289,7 +293,14 @@ RESET ROLE;
 SET LOCAL ROLE mailroom_operator;
 SELECT lives_ok($$SELECT * FROM mailroom.queue_stats$$, 'mailroom_operator reads queue_stats');
 SELECT throws_ok($$SELECT * FROM mailroom.messages$$, '42501',
-                 'permission denied for table messages', 'mailroom_operator reads messages through views and inspect only');
+                 'permission denied for view messages', 'mailroom_operator reads messages through the operator views and inspect only');
+SELECT throws_ok($$SELECT * FROM mailroom.queue$$, '42501',
+                 'permission denied for table queue', 'and reads no table (queue)');
+SELECT lives_ok($$SELECT * FROM mailroom.integrity_problems()$$, 'mailroom_operator checks integrity');
+SELECT throws_ok($$SELECT * FROM mailroom._prune(NULL, NULL, '2100-01-01')$$, '42501',
+                 'permission denied for function _prune', 'mailroom_operator cannot move prune''s clock');
+SELECT throws_ok($$SELECT * FROM mailroom._delivery_metrics('1 hour', '2100-01-01')$$, '42501',
+                 'permission denied for function _delivery_metrics', 'nor delivery_metrics''s');
 SELECT throws_ok($$SELECT * FROM mailroom.claim_batch('sec', 10)$$, '42501',
                  'permission denied for function claim_batch', 'mailroom_operator cannot claim');
 SELECT throws_ok($$SELECT mailroom.enqueue('sec.op@example.com', 's', 'b')$$, '42501',

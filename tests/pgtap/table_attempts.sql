@@ -1,23 +1,34 @@
--- Tests for mailroom:table_attempts
+-- Tests for mailroom:table_attempts (the ledger as v0.4 leaves it: split_messages
+-- dropped its foreign key and added the finishing row)
 BEGIN;
-SELECT plan(7);
+SELECT plan(11);
+SET LOCAL client_min_messages = warning;
+\ir include/core_state.psql
 
 SELECT has_table('mailroom', 'attempts', 'the ledger exists');
 SELECT table_owner_is('mailroom', 'attempts', 'mailroom_owner', 'owned by the owner role');
--- No FK since split_messages (v0.4): its check cost 35-40 % of mark_outcomes; integrity is checked instead.
-SELECT col_isnt_fk('mailroom', 'attempts', 'message_id', 'the ledger carries no FK to the mail');
+SELECT hasnt_fk('mailroom', 'attempts', 'no foreign key (its check cost every outcome): integrity_problems() checks instead');
 SELECT has_index('mailroom', 'attempts', 'attempts_message_idx', ARRAY['message_id', 'lease_token'], 'lookup by message and token');
+SELECT index_is_unique('mailroom', 'attempts', 'attempts_finished_idx', 'one finishing row per mail');
 
-INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text) VALUES ('ta-1', 'a@example.com', 's', 'b');
-SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome)
-                   SELECT id, 1, 'lost' FROM mailroom.contents WHERE delivery_key = 'ta-1'$$,
+SELECT pg_temp.t_mail('ta-1', p_to => 'a@example.com');
+SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome, finished_at)
+                   VALUES (pg_temp.t_id('ta-1'), 1, 'lost', now())$$,
   '23514', NULL, 'unknown outcome refused');
 SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, smtp_text, outcome, finished_at)
-                   SELECT id, 1, repeat('x', 1001), 'failed', now() FROM mailroom.contents WHERE delivery_key = 'ta-1'$$,
+                   VALUES (pg_temp.t_id('ta-1'), 1, repeat('x', 1001), 'failed', now())$$,
   '23514', NULL, 'SMTP text is bounded');
-SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome)
-                   SELECT id, 1, 'sent' FROM mailroom.contents WHERE delivery_key = 'ta-1'$$,
+SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome) VALUES (pg_temp.t_id('ta-1'), 1, 'sent')$$,
   '23514', NULL, 'a finished attempt has a finish time');
+SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome, finished_at, finished_as)
+                   VALUES (pg_temp.t_id('ta-1'), 1, 'sent', now(), 'delivered')$$,
+  '23514', NULL, 'a mail finishes as sent, failed or cancelled only');
+SELECT lives_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome, finished_at, finished_as, status_reason)
+                  VALUES (pg_temp.t_id('ta-1'), 0, 'cancelled', now(), 'cancelled', 'suppressed')$$,
+  'a decision without an attempt is a ledger row (outcome cancelled)');
+SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, outcome, finished_at, finished_as)
+                   VALUES (pg_temp.t_id('ta-1'), 1, 'sent', now(), 'sent')$$,
+  '23505', NULL, 'and a second finishing row for the same mail is refused');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,53 +1,57 @@
 -- Tests for mailroom:view_queue_stats (and open_transactions)
 BEGIN;
-SELECT plan(20);
+SELECT plan(22);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
-TRUNCATE mailroom.suppressions;
+\ir include/core_state.psql
 
 SELECT has_view('mailroom', 'queue_stats', 'queue_stats exists');
 SELECT view_owner_is('mailroom', 'queue_stats', 'mailroom_owner', 'owned by mailroom_owner');
 SELECT ok((SELECT 'security_barrier=true' = ANY (reloptions) FROM pg_class WHERE oid = 'mailroom.queue_stats'::regclass),
   'a security barrier view');
 SELECT table_privs_are('mailroom', 'queue_stats', 'mailroom_operator', ARRAY['SELECT'], 'operators may read it');
-SELECT has_function('mailroom', 'open_transactions', ARRAY['timestamp with time zone'], 'open_transactions exists');
-SELECT is_definer('mailroom', 'open_transactions', ARRAY['timestamp with time zone'], 'open_transactions is SECURITY DEFINER');
-SELECT function_privs_are('mailroom', 'open_transactions', ARRAY['timestamp with time zone'],
+SELECT has_function('mailroom', 'open_transactions', ARRAY[]::text[], 'open_transactions exists');
+SELECT hasnt_function('mailroom', 'open_transactions', ARRAY['timestamp with time zone'],
+  'and takes no clock parameter (an operator cannot move its ages)');
+SELECT is_definer('mailroom', 'open_transactions', ARRAY[]::text[], 'open_transactions is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'open_transactions', ARRAY[]::text[],
   'mailroom_operator', ARRAY['EXECUTE'], 'operators may list open transactions');
-SELECT function_privs_are('mailroom', 'open_transactions', ARRAY['timestamp with time zone'],
+SELECT function_privs_are('mailroom', 'open_transactions', ARRAY[]::text[],
   'mailroom_app', ARRAY[]::text[], 'apps may not');
 SELECT ok(pg_has_role('mailroom_owner', 'pg_read_all_stats', 'MEMBER'),
   'mailroom_owner may read every session''s transaction start (deployed by a superuser)');
 
 UPDATE mailroom.settings SET value = '1 hour' WHERE key = 'lease_warning_after';
-SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_sender => s, p_send_at => now() + d,
-                        p_on_ambiguous => CASE WHEN k LIKE 'rev%' THEN 'review' ELSE 'retry' END,
-                        p_now => now() - c)
+SELECT pg_temp.t_mail(k, s, now() - c, now() + d, CASE WHEN k LIKE 'rev%' THEN 'review' ELSE 'retry' END)
 FROM (VALUES ('a1', 'alpha', interval '-5 minutes', interval '10 minutes'),
              ('a2', 'alpha', interval '-1 minute', interval '2 minutes'),
              ('a3', 'alpha', interval '1 hour', interval '1 minute'),
              ('b1', 'beta', interval '-30 minutes', interval '30 minutes'),
-             ('rev1', 'beta', interval '-30 minutes', interval '30 minutes')) AS v(k, s, d, c);
+             ('rev1', 'beta', interval '-30 minutes', interval '30 minutes'),
+             ('g1', 'gamma', interval '-40 minutes', interval '40 minutes')) AS v(k, s, d, c);
 -- beta's two mails are claimed by a runner that dies; its leases ran out 9 minutes ago.
-SELECT count(*) FROM mailroom.claim_batch('dead', 10, '1 minute', 'beta', now() - interval '10 minutes');
+SELECT pg_temp.t_claim(k, 'dead', now() - interval '10 minutes') FROM unnest(ARRAY['b1', 'rev1']) k;
+-- gamma's one mail is sent: finished mail is not in the queue, nor in queue_stats.
+SELECT pg_temp.t_claim('g1', 'w', now() - interval '20 minutes');
+SELECT pg_temp.t_end('g1', 'sent', now() - interval '19 minutes', 'sent');
 
 SELECT results_eq(
   $$SELECT sender, status, messages, due, oldest_age, oldest_due_age FROM mailroom.queue_stats WHERE kind = 'queue'$$,
   $$VALUES ('alpha'::text, 'queued'::text, 3::bigint, 2::bigint, interval '10 minutes', interval '5 minutes'),
            ('beta', 'sending', 2, 0, interval '30 minutes', NULL)$$,
-  'count, due count, oldest age and oldest overdue age per sender and status');
+  'count, due count, oldest age and oldest overdue age per sender and status, live mail only');
 SELECT results_eq(
   $$SELECT warning, messages, oldest_age FROM mailroom.queue_stats WHERE kind = 'warning'$$,
   $$VALUES ('expired_leases'::text, 2::bigint, interval '9 minutes')$$,
   'leases expired for over a minute and not reclaimed: warning (reclaim is not running)');
 
-SELECT mailroom.reclaim();
+SELECT pg_temp.t_end(k, 'expired', now(), p_reason => 'lease expired') FROM unnest(ARRAY['b1', 'rev1']) k;  -- reclaim
 SELECT results_eq(
   $$SELECT warning, status, messages, oldest_age FROM mailroom.queue_stats WHERE kind = 'warning'$$,
   $$VALUES ('review_waiting'::text, 'review'::text, 1::bigint, interval '0')$$,
   'after reclaim: the expired-lease warning is gone and the review item is announced');
 SELECT ok((SELECT detail LIKE '1 mail(s) wait for an operator decision%' FROM mailroom.queue_stats WHERE warning = 'review_waiting'),
   'the warning says what to do');
+SELECT unalike(pg_temp.t_plan('SELECT * FROM mailroom.queue_stats'), '%attempts%', 'queue_stats never reads the ledger');
 
 -- This test's own transaction is the long one once the threshold is tiny. It
 -- wrote (a transaction id), so it pins the xmin horizon: that is the warning.

@@ -1,10 +1,8 @@
 -- Tests for mailroom:view_repeated_attempts
 BEGIN;
-SELECT plan(9);
+SELECT plan(10);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
-TRUNCATE mailroom.suppressions;
-UPDATE mailroom.settings SET value = '1 second' WHERE key IN ('retry_backoff_base', 'retry_backoff_max');
+\ir include/core_state.psql
 
 SELECT has_view('mailroom', 'repeated_attempts', 'repeated_attempts exists');
 SELECT view_owner_is('mailroom', 'repeated_attempts', 'mailroom_owner', 'owned by mailroom_owner');
@@ -13,33 +11,40 @@ SELECT ok((SELECT 'security_barrier=true' = ANY (reloptions) FROM pg_class WHERE
 SELECT table_privs_are('mailroom', 'repeated_attempts', 'mailroom_operator', ARRAY['SELECT'], 'operators may read it');
 
 -- Ann (domain in two spellings) gets one mail retried twice and one sent at once;
--- Bob's only mail is sent at once; Cy's claim was released (does not count).
-SELECT mailroom.enqueue(a, 'Hi', 'B', p_delivery_key => k, p_now => '2030-01-01Z')
+-- Bob gets one sent at once and one retried and now in flight again; Cy's
+-- first claim was released (does not count); Dan's mail was tried once, then
+-- cancelled (the decision is not an attempt).
+SELECT pg_temp.t_mail(k, p_to => a, p_at => '2030-01-01Z')
 FROM (VALUES ('ann@example.com', 'ann-1'), ('ann@EXAMPLE.com', 'ann-2'), ('bob@example.com', 'bob-1'),
-             ('cy@example.com', 'cy-1')) AS v(a, k);
-CREATE TEMP TABLE c1 AS SELECT * FROM mailroom.claim_batch('w', 10, '1 minute', NULL, '2030-01-01 00:00:01Z');
-SELECT mailroom.mark_outcomes(jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome',
-         CASE delivery_key WHEN 'ann-1' THEN 'retry' ELSE 'sent' END, 'smtp_code', 451) ORDER BY id)
-       , '2030-01-01 00:00:02Z')
-FROM c1 WHERE delivery_key <> 'cy-1';
-SELECT mailroom.release(ARRAY[(SELECT id FROM c1 WHERE delivery_key = 'cy-1')], (SELECT lease_token FROM c1 LIMIT 1), '2030-01-01 00:00:02Z');
-CREATE TEMP TABLE c2 AS SELECT * FROM mailroom.claim_batch('w', 10, '1 minute', NULL, '2030-01-01 00:01Z');
-SELECT mailroom.mark_outcome(id, lease_token, CASE delivery_key WHEN 'ann-1' THEN 'retry' ELSE 'sent' END,
-                             'try later', 451, '4.7.1', NULL, '2030-01-01 00:01:01Z')
-FROM c2 ORDER BY id;
-CREATE TEMP TABLE c3 AS SELECT * FROM mailroom.claim_batch('w', 10, '1 minute', NULL, '2030-01-01 00:02Z');
-SELECT mailroom.mark_outcome(id, lease_token, 'sent', NULL, 250, NULL, NULL, '2030-01-01 00:02:01Z') FROM c3;
+             ('bob@example.com', 'bob-2'), ('cy@example.com', 'cy-1'), ('dan@example.com', 'dan-1')) AS v(a, k);
+SELECT pg_temp.t_claim(k, 'w', '2030-01-01 00:00:01Z') FROM unnest(ARRAY['ann-1', 'ann-2', 'bob-1', 'cy-1', 'dan-1']) k;
+SELECT pg_temp.t_end('ann-1', 'retry', '2030-01-01 00:00:02Z', 'retry', p_smtp_code => 451);
+SELECT pg_temp.t_end(k, 'sent', '2030-01-01 00:00:02Z', 'sent', p_smtp_code => 451) FROM unnest(ARRAY['ann-2', 'bob-1']) k;
+SELECT pg_temp.t_end('cy-1', 'released', '2030-01-01 00:00:02Z');
+SELECT pg_temp.t_end('dan-1', 'retry', '2030-01-01 00:00:02Z', 'retry', p_smtp_code => 421);
+SELECT pg_temp.t_decide('dan-1', 'cancelled', 'cancelled', 'customer left', '2030-01-01 00:00:30Z');
+SELECT pg_temp.t_claim(k, 'w', '2030-01-01 00:01Z') FROM unnest(ARRAY['ann-1', 'cy-1']) k;
+SELECT pg_temp.t_end('ann-1', 'retry', '2030-01-01 00:01:01Z', 'retry', p_smtp_code => 451, p_smtp_enhanced => '4.7.1', p_smtp_text => 'try later');
+SELECT pg_temp.t_end('cy-1', 'sent', '2030-01-01 00:01:01Z', 'sent', p_smtp_code => 451, p_smtp_enhanced => '4.7.1', p_smtp_text => 'try later');
+SELECT pg_temp.t_claim('ann-1', 'w', '2030-01-01 00:02Z');
+SELECT pg_temp.t_end('ann-1', 'sent', '2030-01-01 00:02:01Z', 'sent', p_smtp_code => 250);
+SELECT pg_temp.t_claim('bob-2', 'w', '2030-01-01 00:03Z');
+SELECT pg_temp.t_end('bob-2', 'retry', '2030-01-01 00:03:01Z', 'retry', p_smtp_code => 452);
+SELECT pg_temp.t_claim('bob-2', 'w', '2030-01-01 00:04Z');
 
 SELECT results_eq(
   $$SELECT recipient, messages, repeated_messages, attempts, most_attempts, unsuccessful, successful, duplicates,
-           last_outcome, last_smtp_reply
-    FROM mailroom.repeated_attempts$$,
+           last_claimed_at, last_outcome, last_smtp_reply
+    FROM mailroom.repeated_attempts ORDER BY recipient$$,
   $$VALUES ('ann@example.com'::text, 2::bigint, 1::bigint, 4::bigint, 3, 2::bigint, 2::bigint, 0::bigint,
-            'sent'::text, '250'::text)$$,
-  'one row per recipient with a mail claimed more than once (domain case folded; released claims ignored)');
+            '2030-01-01 00:02Z'::timestamptz, 'sent'::text, '250'::text),
+           ('bob@example.com', 2, 1, 3, 2, 1, 1, 0, '2030-01-01 00:04Z', NULL, '452')$$,
+  'one row per recipient with a mail claimed more than once (domain case folded; the attempt in flight counts; released claims and decisions do not)');
+SELECT results_eq($$SELECT recipient, attempts FROM mailroom.repeated_attempts WHERE recipient = 'bob@example.com'$$,
+  $$VALUES ('bob@example.com'::text, 3::bigint)$$, 'one recipient, as operators ask');
 
 SET LOCAL ROLE mailroom_operator;
-SELECT is((SELECT count(*)::int FROM mailroom.repeated_attempts), 1, 'an operator reads it');
+SELECT is((SELECT count(*)::int FROM mailroom.repeated_attempts), 2, 'an operator reads it');
 RESET ROLE;
 SET LOCAL ROLE mailroom_app;
 SELECT throws_ok($$SELECT * FROM mailroom.repeated_attempts$$, '42501', 'permission denied for view repeated_attempts', 'apps get 42501');
@@ -47,7 +52,8 @@ RESET ROLE;
 SET LOCAL ROLE mailroom_runner;
 SELECT throws_ok($$SELECT * FROM mailroom.repeated_attempts$$, '42501', 'permission denied for view repeated_attempts', 'runners get 42501');
 RESET ROLE;
-SELECT is((SELECT count(*)::int FROM mailroom.attempts WHERE outcome = 'released'), 1, 'the released claim is in the ledger');
+SELECT is((SELECT count(*)::int FROM mailroom.attempts WHERE outcome IN ('released', 'cancelled')), 2,
+  'the released claim and the cancel are in the ledger');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,8 +2,7 @@
 BEGIN;
 SELECT plan(10);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
-TRUNCATE mailroom.suppressions;
+\ir include/core_state.psql
 
 SELECT has_view('mailroom', 'review_queue', 'review_queue exists');
 SELECT view_owner_is('mailroom', 'review_queue', 'mailroom_owner', 'owned by mailroom_owner');
@@ -11,14 +10,13 @@ SELECT ok((SELECT 'security_barrier=true' = ANY (reloptions) FROM pg_class WHERE
   'a security barrier view');
 SELECT table_privs_are('mailroom', 'review_queue', 'mailroom_operator', ARRAY['SELECT'], 'operators may read it');
 
-SELECT mailroom.enqueue(k || '@example.com', 'Invoice ' || k, 'B', p_delivery_key => k, p_on_ambiguous => 'review',
-                        p_now => now() - interval '1 hour')
+SELECT pg_temp.t_mail(k, p_subject => 'Invoice ' || k, p_on_ambiguous => 'review', p_at => now() - interval '1 hour')
 FROM unnest(ARRAY['died', 'timeout', 'fine']) AS k;
-CREATE TEMP TABLE c AS SELECT * FROM mailroom.claim_batch('w1', 3, '1 minute', NULL, now() - interval '30 minutes');
-SELECT mailroom.mark_outcome(id, lease_token, CASE delivery_key WHEN 'timeout' THEN 'ambiguous' ELSE 'sent' END,
-                             'timeout after DATA', NULL, NULL, NULL, now() - interval '29 minutes')
-FROM c WHERE delivery_key <> 'died';
-SELECT mailroom.reclaim(now() - interval '10 minutes');
+SELECT pg_temp.t_claim(k, 'w1', now() - interval '30 minutes') FROM unnest(ARRAY['died', 'timeout', 'fine']) k;
+SELECT pg_temp.t_end('timeout', 'ambiguous', now() - interval '29 minutes', 'ambiguous',
+                     p_smtp_text => 'timeout after DATA', p_reason => 'ambiguous outcome');
+SELECT pg_temp.t_end('fine', 'sent', now() - interval '29 minutes', 'sent');
+SELECT pg_temp.t_end('died', 'expired', now() - interval '10 minutes', p_reason => 'lease expired');
 
 SELECT results_eq(
   $$SELECT delivery_key, subject, status_reason, last_worker, last_reported, last_outcome, last_smtp_reply, waiting_for, reported_sent
@@ -27,12 +25,15 @@ SELECT results_eq(
             'timeout after DATA'::text, interval '29 minutes', false),
            ('died', 'Invoice died', 'lease expired', 'w1', NULL, 'expired', NULL, interval '10 minutes', false)$$,
   'review items, longest waiting first, with the last attempt that put them there');
-SELECT is((SELECT count(*)::int FROM mailroom.claim_batch('w2', 10)), 0, 'nothing in review is claimed again');
 
--- A late report that the mail did go out settles it.
-SELECT mailroom.mark_outcome(id, lease_token, 'sent', NULL, 250, NULL, NULL, now()) FROM c WHERE delivery_key = 'died';
+-- A late "sent" report on the expired attempt: visible here until it settles the item.
+SELECT pg_temp.t_late('died', 'w1', now() - interval '5 minutes', p_smtp_code => 250);
+SELECT results_eq($$SELECT delivery_key, last_reported, last_outcome, reported_sent FROM mailroom.review_queue WHERE delivery_key = 'died'$$,
+  $$VALUES ('died'::text, 'sent'::text, 'stale'::text, true)$$, 'a runner''s late sent report shows');
+-- An operator decides: the item leaves the queue (its finishing row is a decision).
+SELECT pg_temp.t_decide('died', 'resolved', 'sent', 'resolved by operator', now());
 SELECT results_eq($$SELECT delivery_key FROM mailroom.review_queue$$, $$VALUES ('timeout'::text)$$,
-  'a late sent report takes the item off the review queue');
+  'a resolved item is off the review queue');
 
 SET LOCAL ROLE mailroom_operator;
 SELECT is((SELECT count(*)::int FROM mailroom.review_queue), 1, 'an operator reads it');

@@ -1,0 +1,59 @@
+-- Deploy mailroom:integrity_problems to pg
+-- requires: split_messages
+
+-- v0.4 dropped the ledger's foreign key (its check was 35-40 % of
+-- mark_outcomes) and never gave the queue one: contents, queue and the
+-- ledger are kept consistent by the functions that write them, in one
+-- transaction each. This check says whether they did. The invariants:
+--   every contents row has exactly one of a queue row (live) or a finishing
+--   ledger row (finished): contents_without_state, finished_and_live;
+--   a queue row belongs to a contents row: queue_without_contents;
+--   ledger rows belong to a contents row: ledger_without_contents.
+-- (More than one finishing row per mail is impossible: attempts_finished_idx
+-- is unique on message_id.)
+--
+-- Cost: one statement, one snapshot, so a mail being finished concurrently
+-- is never half-seen. It reads contents, the queue and the ledger about
+-- once each (anti-joins the planner runs as hash or merge joins, never a
+-- probe loop per row of history): linear in the size of the history, about
+-- as long as a count(*) of each table. A check for an operator, a nightly
+-- job or a test, not for a hot path.
+
+BEGIN;
+
+CREATE FUNCTION mailroom.integrity_problems()
+RETURNS TABLE (problem text, message_id bigint, detail text)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT 'contents_without_state', c.id,
+         'neither a queue row (live) nor a finishing ledger row (finished): the mail is lost'
+  FROM mailroom.contents c
+  WHERE NOT EXISTS (SELECT FROM mailroom.queue q WHERE q.id = c.id)
+    AND NOT EXISTS (SELECT FROM mailroom.attempts f WHERE f.message_id = c.id AND f.finished_as IS NOT NULL)
+  UNION ALL
+  SELECT 'finished_and_live', q.id,
+         format('queue status %s, but finished as %s (ledger row %s)', q.status, f.finished_as, f.id)
+  FROM mailroom.queue q
+  JOIN mailroom.attempts f ON f.message_id = q.id AND f.finished_as IS NOT NULL
+  UNION ALL
+  SELECT 'queue_without_contents', q.id,
+         format('queue status %s: no contents row, so it cannot be sent', q.status)
+  FROM mailroom.queue q
+  WHERE NOT EXISTS (SELECT FROM mailroom.contents c WHERE c.id = q.id)
+  UNION ALL
+  SELECT 'ledger_without_contents', a.message_id,
+         format('%s ledger row(s) of a mail with no contents row', count(*))
+  FROM mailroom.attempts a
+  WHERE NOT EXISTS (SELECT FROM mailroom.contents c WHERE c.id = a.message_id)
+  GROUP BY a.message_id
+  ORDER BY 1, 2
+$$;
+ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.integrity_problems() IS
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents. Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+
+COMMIT;

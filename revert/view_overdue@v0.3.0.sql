@@ -1,0 +1,7 @@
+-- Revert mailroom:view_overdue from pg
+
+BEGIN;
+
+DROP VIEW mailroom.overdue;
+
+COMMIT;

@@ -55,8 +55,11 @@ CREATE UNIQUE INDEX contents_campaign_recipient_unique ON mailroom.contents (cam
   WHERE campaign_id IS NOT NULL;
 CREATE INDEX contents_schedule_idx ON mailroom.contents (schedule_id) WHERE schedule_id IS NOT NULL;
 
--- Insert-only: vacuum matters for visibility maps (index-only scans), not for dead rows.
+-- Insert-only between prunes: vacuum keeps visibility maps fresh for
+-- index-only scans, and after prune has retired 100,000 mails it makes their
+-- space reusable, whatever the table's size.
 ALTER TABLE mailroom.contents SET (
+  autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100000,
   autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000,
   autovacuum_analyze_scale_factor = 0.02);
 

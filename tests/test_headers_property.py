@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from email import message_from_bytes, policy
+from email.header import decode_header, make_header
 from email.utils import getaddresses
 
 from hypothesis import HealthCheck, example, given, settings
@@ -128,9 +129,21 @@ def check_parses_back(row: dict, data: bytes) -> None:
     for name in ("X-Note", "Comments", "List-Unsubscribe", "References"):
         assert str(m[name]) == row["headers"][name].strip(" \t"), name
     if "Reply-To" in row["headers"]:
-        want = getaddresses([row["headers"]["Reply-To"]])
+        # render writes a display name's whitespace runs as one space, as a phrase reads them
+        want = [(" ".join(n.split()), a) for n, a in getaddresses([row["headers"]["Reply-To"]])]
+        # The one named exception: a display name too long for one encoded-word
+        # goes as several, and RFC 2047 6.2 ignores the whitespace between
+        # adjacent encoded-words. email.header.decode_header reads it so;
+        # email.headerregistry (policy.default) puts a space there in a phrase
+        # (it does not in unstructured text), so its display names are compared
+        # without whitespace, and decode_header's exactly.
         got = [(a.display_name, a.addr_spec) for a in m["Reply-To"].addresses]
-        assert got == want
+        raw = dict(m.raw_items())["Reply-To"].replace("\r\n", "")
+        if "=?" not in raw:
+            assert got == want
+        else:
+            assert getaddresses([str(make_header(decode_header(raw)))]) == want
+            assert [("".join(n.split()), a) for n, a in got] == [("".join(n.split()), a) for n, a in want]
     from_given = [v for k, v in row["headers"].items() if k.lower() == "from"]
     assert m["From"].addresses[0].addr_spec == ("sales@example.com" if from_given else "shop@example.com")
     if row["body_text"]:

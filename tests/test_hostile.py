@@ -269,7 +269,7 @@ CASES += [
             r"mailroom: headers: \"Bcc: x@example.com\" is not a valid header field name",
             to="ann@example.com", subject="s", body="b", h=Jsonb({"Bcc: x@example.com": "v"})),
     refused("enqueue-header-name-To", ENQ + ", p_headers => %(h)s)", "22023",
-            r"mailroom: headers: tO is set by mailroom and cannot be given", to="ann@example.com", subject="s",
+            r"mailroom: headers: \"tO\" is set by mailroom \(the recipient is p_to\)", to="ann@example.com", subject="s",
             body="b", h=Jsonb({"tO": "x@example.com"})),
     refused("upsert_template-subject-control", "SELECT mailroom.upsert_template('news', %(s)s, 'b')", "22023",
             r"mailroom: subject: contains a control character", s="Hi\x1b[31m"),

@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.header import Header
-from email.utils import formataddr, getaddresses
+from email.utils import getaddresses, quote
 from email.utils import format_datetime, parseaddr
 
 import idna
@@ -72,6 +72,7 @@ _STRUCTURED_HEADERS = {"list-unsubscribe", "list-unsubscribe-post", "list-help",
                        "list-owner", "list-archive", "list-id", "in-reply-to", "references", "archived-at"}
 _CRLF = re.compile(r"\r\n|\r|\n")
 _FOLD_POINTS = re.compile(r"[ \t]*[^ \t]+")   # a word with the whitespace before it
+_SPECIALS = re.compile(r'[][\\()<>@,:;".]')     # RFC 5322 3.2.3, as email.utils.formataddr has them
 _PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9.-]+")
 
 # RFC 5322 2.1.1: a line is at most 998 octets and SHOULD be at most 78.
@@ -190,17 +191,24 @@ def _idna_address(address: str, name: str) -> str:
         raise RenderError(f"{name}: {domain!r} is not a valid internationalised domain name ({e})") from None
 
 
-def _mailbox_pieces(display: str, address: str) -> list[str]:
-    """One mailbox as foldable pieces: the display name as is (quoted where
-    RFC 5322 needs it) when printable ASCII, else as RFC 2047 encoded-words of
-    at most 75 characters (stdlib email.header); then <address>. A UTF-8
-    local part (RFC 6532) goes in as is."""
+def _mailbox_pieces(name: str, display: str, address: str) -> list[str]:
+    """One mailbox as foldable pieces: the display name, then <address>.
+
+    A printable ASCII display name goes as an atom phrase, or as a quoted
+    string where it holds RFC 5322 specials; anything else as RFC 2047 encoded-words (email.header), sized so
+    that each fits a line of 76 with the header's name before the first.
+    A UTF-8 local part (RFC 6532) goes in as is."""
+    # Whitespace runs in a phrase mean one space (the stdlib parser reads
+    # them so even inside an encoded-word): written as one, as in Subject.
+    display = " ".join(display.split())
     if not display:
         return [address]
     if display.isascii() and display.isprintable() and "=?" not in display:
-        return _FOLD_POINTS.findall(formataddr((display, "\0"))[:-3]) + [" <" + address + ">"]
-    words = Header(display, "utf-8", maxlinelen=FOLD_ENCODED_AT - 1).encode(linesep="\n").split("\n")
-    return [" " + w.strip() for w in words] + [" <" + address + ">"]
+        if _SPECIALS.search(display):
+            display = '"' + quote(display) + '"'
+        return _FOLD_POINTS.findall(display) + [" <" + address + ">"]
+    words = Header(display, "utf-8", maxlinelen=FOLD_ENCODED_AT, header_name=name).encode(linesep="\n")
+    return [" " + w.strip() for w in words.split("\n")] + [" <" + address + ">"]
 
 
 def _address_header(name: str, value: str) -> str:
@@ -214,7 +222,7 @@ def _address_header(name: str, value: str) -> str:
         raise RenderError(f"headers: {name}: {value!r} is not an address list")
     pieces: list[str] = []
     for i, (display, addr) in enumerate(pairs):
-        mailbox = _mailbox_pieces(display, _idna_address(addr, name))
+        mailbox = _mailbox_pieces(name, display, _idna_address(addr, name))
         if i < len(pairs) - 1:
             mailbox[-1] += ","
         pieces += mailbox

@@ -104,10 +104,11 @@ def _text_header(name: str, value: str) -> str:
     Anything else (non-ASCII, a word too long for a line, text a reader would
     take for an encoded-word) goes through the standard library's
     email.header: RFC 2047 encoded-words of at most 75 characters on lines of
-    at most 76. (email.policy's folder was tried first: it drops the space
-    between an ASCII word and a following encoded-word, and decodes input that
-    looks like an encoded-word.) Whitespace inside the value is kept; leading
-    and trailing blanks carry no meaning and are dropped.
+    at most 76. (email.policy's header factory was tried first: it decodes
+    input that looks like an encoded-word, and its folder can leave the space
+    between two words outside two adjacent encoded-words, where RFC 2047 6.2
+    readers drop it.) Whitespace inside the value is kept; leading and
+    trailing blanks carry no meaning and are dropped.
     """
     _check_value(value, name)
     value = value.strip(" \t")
@@ -131,14 +132,13 @@ def _fold(name: str, pieces: list[str], limit: int) -> list[str]:
     `limit`. Never before the first word: a continuation line there would
     unfold to a value with a leading blank."""
     lines = [f"{name}:"]
-    for piece in pieces:
+    for i, piece in enumerate(pieces):
         if not piece[0].isspace():
             piece = " " + piece
-        if len(lines) > 1 or lines[0] != f"{name}:":
-            if len(lines[-1]) + len(piece) > limit:
-                lines.append(piece)
-                continue
-        lines[-1] += piece
+        if i > 0 and len(lines[-1]) + len(piece) > limit:
+            lines.append(piece)
+        else:
+            lines[-1] += piece
     return lines
 
 
@@ -195,9 +195,10 @@ def _mailbox_pieces(name: str, display: str, address: str) -> list[str]:
     """One mailbox as foldable pieces: the display name, then <address>.
 
     A printable ASCII display name goes as an atom phrase, or as a quoted
-    string where it holds RFC 5322 specials; anything else as RFC 2047 encoded-words (email.header), sized so
-    that each fits a line of 76 with the header's name before the first.
-    A UTF-8 local part (RFC 6532) goes in as is."""
+    string where it holds RFC 5322 specials; anything else as RFC 2047
+    encoded-words (email.header), sized so that each fits a line of 76, the
+    first with the header's name before it. A UTF-8 local part (RFC 6532)
+    goes in as is."""
     # Whitespace runs in a phrase mean one space (the stdlib parser reads
     # them so even inside an encoded-word): written as one, as in Subject.
     display = " ".join(display.split())

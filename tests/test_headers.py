@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from mailroom.render import Renderer, RenderError, message_id
+from mailroom.render import OWNED, Renderer, RenderError, message_id
 from mailroom.sink import Sink
 from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue, parse
 
@@ -33,16 +33,18 @@ def _lines(data: bytes) -> list[bytes]:
     return data.split(b"\r\n")
 
 
+def _written(conn) -> int:
+    return conn.execute("SELECT (SELECT count(*) FROM mailroom.messages)"
+                        " + (SELECT count(*) FROM mailroom.campaigns) AS n").fetchone()["n"]
+
+
 def _refused(conn, sql: str, params: dict, message: str) -> None:
     """The call fails with 22023 and exactly this message, and writes nothing."""
-    before = conn.execute("SELECT (SELECT count(*) FROM mailroom.messages) + (SELECT count(*) FROM mailroom.campaigns)"
-                          " AS n").fetchone()["n"]
+    before = _written(conn)
     with pytest.raises(psycopg.Error) as info:
         conn.execute(sql, params)
     assert (info.value.sqlstate, info.value.diag.message_primary) == ("22023", message)
-    after = conn.execute("SELECT (SELECT count(*) FROM mailroom.messages) + (SELECT count(*) FROM mailroom.campaigns)"
-                         " AS n").fetchone()["n"]
-    assert after == before
+    assert _written(conn) == before
 
 
 ENQ = "SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => %(h)s)"
@@ -64,6 +66,19 @@ def test_bcc_cc_and_a_second_subject_are_refused_at_enqueue(conn, name, reason):
     message = f'mailroom: headers: "{name}" is set by mailroom ({reason})'
     _refused(conn, ENQ, {"h": Jsonb({name: "all@example.com"})}, message)
     _refused(conn, CAMPAIGN, {"h": Jsonb({"X-Tag": "a", name: "all@example.com"})}, message)
+
+
+def test_enqueue_and_the_runner_refuse_the_same_headers_for_the_same_reasons(conn):
+    """mailroom._check_headers and render.OWNED are one list in two places
+    (the runner fails rows queued before the check): they must not drift."""
+    in_sql = {r["name"] for r in conn.execute(
+        "SELECT (regexp_matches(pg_get_functiondef('mailroom._check_headers(jsonb)'::regprocedure),"
+        " $$WHEN '([a-z-]+)'$$, 'g'))[1] AS name")}
+    assert in_sql == set(OWNED)
+    for name, reason in OWNED.items():
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT mailroom._check_headers(%s)", [Jsonb({name.title(): "x"})])
+        assert info.value.diag.message_primary == f'mailroom: headers: "{name.title()}" is set by mailroom ({reason})'
 
 
 def test_from_under_two_names_is_refused_at_enqueue(conn):

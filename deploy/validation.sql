@@ -1,6 +1,24 @@
--- Deploy mailroom:validation to pg (rework after v0.1.0)
--- requires: validation@v0.1.0
+-- Deploy mailroom:validation to pg (rework after v0.3.0)
+-- requires: validation@v0.3.0
 --
+-- One mail, one recipient (issue 14): _check_headers refuses every header
+-- mailroom owns, by name compared case-insensitively, with SQLSTATE 22023 and
+-- the reason; the runner (runner/mailroom/render.py, OWNED) holds the same
+-- list and fails a mail queued before this check instead of sending it wrong.
+-- * To, Cc, Bcc: a mail has one envelope recipient, p_to. A Bcc in the
+--   headers was shown to the To recipient and never reached the envelope;
+--   a Cc was never delivered either. Enqueue one mail per recipient.
+-- * Subject: p_subject (or the template's) is the subject; a second one gave
+--   the mail two Subject headers.
+-- * Message-ID (from the delivery key), Date (the time of sending),
+--   MIME-Version, Content-Type, Content-Transfer-Encoding (the MIME
+--   structure the runner builds), Return-Path (written by the receiving
+--   server from the envelope sender).
+-- * Two names for one header ("From" and "FROM"): names are case-insensitive
+--   (RFC 5322 1.2.2), and a header given twice is one the runner could only
+--   guess between. From itself stays allowed, once: it replaces --from.
+--
+-- Earlier reworks (after v0.1.0, kept here):
 -- Hostile-input findings (tests/test_hostile.py, tests/test_hostile_properties.py):
 -- * An address is limited in octets, as RFC 5321 counts (254 for the whole,
 --   64 for the local part), not only in characters.
@@ -126,6 +144,10 @@ AS $$
 DECLARE
   v_name  text;
   v_value jsonb;
+  v_owned text;
+  v_seen  text[] := '{}';   -- the names so far, in lower case ...
+  v_given text[] := '{}';   -- ... and as given
+  v_twin  integer;
 BEGIN
   IF p_headers IS NULL OR jsonb_typeof(p_headers) <> 'object' THEN
     RAISE EXCEPTION 'mailroom: headers: must be a JSON object of header name to text value'
@@ -141,11 +163,30 @@ BEGIN
       RAISE EXCEPTION 'mailroom: headers: "%" is not a valid header field name', v_name
         USING ERRCODE = '22023';
     END IF;
-    IF lower(v_name) IN ('message-id', 'date', 'to', 'mime-version', 'content-type',
-                         'content-transfer-encoding') THEN
-      RAISE EXCEPTION 'mailroom: headers: % is set by mailroom and cannot be given', v_name
-        USING ERRCODE = '22023', HINT = 'The Message-ID derives from the delivery key; To is the recipient.';
+    -- The same list and reasons as OWNED in runner/mailroom/render.py.
+    v_owned := CASE lower(v_name)
+      WHEN 'to'                        THEN 'the recipient is p_to'
+      WHEN 'cc'                        THEN 'one mail, one recipient: enqueue one mail per recipient'
+      WHEN 'bcc'                       THEN 'one mail, one recipient: enqueue one mail per recipient'
+      WHEN 'subject'                   THEN 'the subject is p_subject or the template''s'
+      WHEN 'message-id'                THEN 'it derives from the delivery key'
+      WHEN 'date'                      THEN 'it is the time of sending'
+      WHEN 'mime-version'              THEN 'mailroom builds the MIME structure'
+      WHEN 'content-type'              THEN 'mailroom builds the MIME structure'
+      WHEN 'content-transfer-encoding' THEN 'mailroom builds the MIME structure'
+      WHEN 'return-path'               THEN 'the receiving server writes it from the envelope sender'
+    END;
+    IF v_owned IS NOT NULL THEN
+      RAISE EXCEPTION 'mailroom: headers: "%" is set by mailroom (%)', v_name, v_owned
+        USING ERRCODE = '22023';
     END IF;
+    v_twin := array_position(v_seen, lower(v_name));
+    IF v_twin IS NOT NULL THEN
+      RAISE EXCEPTION 'mailroom: headers: "%" and "%" are the same header (header names are case-insensitive)',
+        v_given[v_twin], v_name USING ERRCODE = '22023';
+    END IF;
+    v_seen := v_seen || lower(v_name);
+    v_given := v_given || v_name;
     IF jsonb_typeof(v_value) <> 'string' THEN
       RAISE EXCEPTION 'mailroom: headers.%: value must be a string, got %', v_name, jsonb_typeof(v_value)
         USING ERRCODE = '22023';
@@ -157,6 +198,61 @@ $$;
 ALTER FUNCTION mailroom._check_headers(jsonb) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._check_headers(jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._check_headers(jsonb) IS
-  'Internal: raise 22023 unless headers is an object (at most 64 KiB) of RFC 5322 field names mailroom does not own to single-line strings without control characters.';
+  'Internal: raise 22023 unless headers is an object (at most 64 KiB) of RFC 5322 field names to single-line strings without control characters, each name once in any case, none of them a header mailroom owns (To, Cc, Bcc, Subject, Message-ID, Date, MIME-Version, Content-Type, Content-Transfer-Encoding, Return-Path: one mail, one recipient).';
+
+-- Unchanged since v0.1.0, defined here so that this file holds every check.
+
+CREATE OR REPLACE FUNCTION mailroom._check_body(p_field text, p_value text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_max bigint := mailroom._setting('max_body_bytes')::bigint;
+BEGIN
+  IF octet_length(p_value) > v_max THEN
+    RAISE EXCEPTION 'mailroom: %: % bytes is over the maximum of % bytes', p_field, octet_length(p_value), v_max
+      USING ERRCODE = '22023', HINT = 'The limit is the setting max_body_bytes.';
+  END IF;
+END
+$$;
+ALTER FUNCTION mailroom._check_body(text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._check_body(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._check_body(text, text) IS
+  'Internal: raise 22023 when a body is larger than the max_body_bytes setting.';
+
+CREATE OR REPLACE FUNCTION mailroom._check_range(p_field text, p_value numeric, p_min numeric, p_max numeric)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_value IS NULL OR p_value < p_min OR p_value > p_max THEN
+    RAISE EXCEPTION 'mailroom: %: must be between % and %, got %', p_field, p_min, p_max, coalesce(p_value::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+END
+$$;
+ALTER FUNCTION mailroom._check_range(text, numeric, numeric, numeric) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._check_range(text, numeric, numeric, numeric) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._check_range(text, numeric, numeric, numeric) IS
+  'Internal: raise 22023 unless min <= value <= max.';
+
+CREATE OR REPLACE FUNCTION mailroom._check_lease(p_lease interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '1 day' THEN
+    RAISE EXCEPTION 'mailroom: lease: must be more than 0 and at most 1 day, got %', coalesce(p_lease::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+END
+$$;
+ALTER FUNCTION mailroom._check_lease(interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._check_lease(interval) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._check_lease(interval) IS
+  'Internal: raise 22023 unless 0 < lease <= 1 day.';
 
 COMMIT;

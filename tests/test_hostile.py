@@ -269,10 +269,29 @@ CASES += [
             r"mailroom: headers: \"Bcc: x@example.com\" is not a valid header field name",
             to="ann@example.com", subject="s", body="b", h=Jsonb({"Bcc: x@example.com": "v"})),
     refused("enqueue-header-name-To", ENQ + ", p_headers => %(h)s)", "22023",
-            r"mailroom: headers: tO is set by mailroom and cannot be given", to="ann@example.com", subject="s",
+            r"mailroom: headers: \"tO\" is set by mailroom \(the recipient is p_to\)", to="ann@example.com", subject="s",
             body="b", h=Jsonb({"tO": "x@example.com"})),
     refused("upsert_template-subject-control", "SELECT mailroom.upsert_template('news', %(s)s, 'b')", "22023",
             r"mailroom: subject: contains a control character", s="Hi\x1b[31m"),
+]
+# One mail, one recipient: a Bcc or Cc in the headers reached no envelope and
+# showed every To recipient the list; a second Subject or a From under two
+# names left the runner to guess (issue 14).
+CASES += [
+    refused(f"enqueue-header-{tag}", ENQ + ", p_headers => %(h)s)", "22023", message,
+            to="ann@example.com", subject="s", body="b", h=Jsonb(headers))
+    for tag, headers, message in [
+        ("Bcc", {"Bcc": "all@example.com"}, r'mailroom: headers: "Bcc" is set by mailroom \(one mail, one recipient: '),
+        ("cC", {"cC": "all@example.com"}, r'mailroom: headers: "cC" is set by mailroom \(one mail, one recipient: '),
+        ("Subject-twice", {"Subject": "free money"}, r'mailroom: headers: "Subject" is set by mailroom'),
+        ("From-twice", {"from": "a@example.com", "From": "b@example.com"},
+         r'mailroom: headers: "From" and "from" are the same header'),
+    ]
+] + [
+    refused("enqueue_campaign-header-Bcc",
+            "SELECT mailroom.enqueue_campaign('spring', 'welcome', $q$SELECT 'r' AS recipient_id,"
+            " 'a@example.com' AS email$q$, p_headers => %(h)s)", "22023",
+            r'mailroom: headers: "BCC" is set by mailroom \(one mail, one recipient: ', h=Jsonb({"BCC": "all@example.com"})),
 ]
 
 # -- addresses -----------------------------------------------------------------

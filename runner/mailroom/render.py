@@ -33,20 +33,55 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.header import Header
-from email.utils import formataddr, getaddresses
+from email.utils import getaddresses, quote
 from email.utils import format_datetime, parseaddr
 
 import idna
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-# Headers a row may not set: the runner owns them.
-RESERVED = {"message-id", "date", "to", "mime-version", "content-type", "content-transfer-encoding"}
-
+# Headers a row may not set, lower case, each with the reason. The runner
+# writes them itself, or they would put a second recipient on a mail that has
+# one envelope recipient (one mail, one recipient: a Bcc or Cc in the headers
+# would be shown to the To recipient and never reach the envelope). enqueue
+# and enqueue_campaign refuse them with 22023 (mailroom._check_headers, the
+# same list and wording); a row queued before that check fails here, saying
+# why, instead of going out wrong.
+OWNED = {
+    "to": "the recipient is p_to",
+    "cc": "one mail, one recipient: enqueue one mail per recipient",
+    "bcc": "one mail, one recipient: enqueue one mail per recipient",
+    "subject": "the subject is p_subject or the template's",
+    "message-id": "it derives from the delivery key",
+    "date": "it is the time of sending",
+    "mime-version": "mailroom builds the MIME structure",
+    "content-type": "mailroom builds the MIME structure",
+    "content-transfer-encoding": "mailroom builds the MIME structure",
+    "return-path": "the receiving server writes it from the envelope sender",
+}
 
 _HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")
-_ADDRESS_HEADERS = {"reply-to", "cc", "bcc", "sender", "to"}
+# From is the one address header a row may set (it replaces --from).
+_ADDRESS_HEADERS = {"from", "reply-to", "sender"}
+# Structured headers whose syntax has no room for RFC 2047 encoded-words
+# (RFC 2369 and 2919 lists, RFC 5322 message-id lists, RFC 5064): folded only
+# at their own whitespace, never encoded. The stdlib treats them as
+# unstructured text and would encode a long URL as encoded-words, which no
+# list-header reader decodes.
+_STRUCTURED_HEADERS = {"list-unsubscribe", "list-unsubscribe-post", "list-help", "list-subscribe", "list-post",
+                       "list-owner", "list-archive", "list-id", "in-reply-to", "references", "archived-at"}
 _CRLF = re.compile(r"\r\n|\r|\n")
+_FOLD_POINTS = re.compile(r"[ \t]*[^ \t]+")   # a word with the whitespace before it
+_SPECIALS = re.compile(r'[][\\()<>@,:;".]')     # RFC 5322 3.2.3, as email.utils.formataddr has them
+_PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9.-]+")
+
+# RFC 5322 2.1.1: a line is at most 998 octets and SHOULD be at most 78.
+MAX_LINE = 998
+FOLD_AT = 78
+# RFC 2047 2: an encoded-word is at most 75 characters and a line holding one
+# at most 76. email.header writes encoded-words as long as its maxlinelen
+# allows (76 at 78), so text that may be encoded is folded at 76.
+FOLD_ENCODED_AT = 76
 
 
 def _check_value(value: str, name: str) -> None:
@@ -54,13 +89,90 @@ def _check_value(value: str, name: str) -> None:
         raise RenderError(f"headers: {name}: contains a line break or NUL")
 
 
-def _text_header(value: str, name: str) -> str:
-    """Unstructured header text: ASCII as is (folded when long), else RFC 2047."""
+def _plain(name: str, value: str) -> bool:
+    """True when 'Name: value' can go out exactly as given: printable ASCII on
+    one line of at most 78, nothing a reader would take for an encoded-word."""
+    return (len(name) + len(value) <= FOLD_AT - 2 and value.isascii() and value.isprintable()
+            and "=?" not in value)
+
+
+def _text_header(name: str, value: str) -> str:
+    """An unstructured header line (Subject, X-...), folded with CRLF.
+
+    Short printable ASCII is written as is (the fast path: most headers of
+    most mail); longer ASCII whose words all fit is folded at its whitespace.
+    Anything else (non-ASCII, a word too long for a line, text a reader would
+    take for an encoded-word) goes through the standard library's
+    email.header: RFC 2047 encoded-words of at most 75 characters on lines of
+    at most 76. (email.policy's header factory was tried first: it decodes
+    input that looks like an encoded-word, and its folder can leave the space
+    between two words outside two adjacent encoded-words, where RFC 2047 6.2
+    readers drop it.) Whitespace inside the value is kept; leading and
+    trailing blanks carry no meaning and are dropped.
+    """
     _check_value(value, name)
-    if value.isascii() and len(value) + len(name) < 76:
-        return value
-    return Header(value, "utf-8" if not value.isascii() else "us-ascii", header_name=name).encode(
-        linesep="\r\n")
+    value = value.strip(" \t")
+    if _plain(name, value):
+        return f"{name}: {value}" if value else f"{name}:"
+    if value.isascii() and value.replace("\t", " ").isprintable() and "=?" not in value:
+        # Long plain ASCII: folded at its own whitespace when every word fits.
+        lines = _fold(name, _FOLD_POINTS.findall(value), FOLD_AT)
+        if max(map(len, lines)) <= FOLD_AT:
+            return "\r\n".join(lines)
+    try:
+        return f"{name}: " + Header(value, "utf-8", maxlinelen=FOLD_ENCODED_AT, header_name=name).encode(
+            linesep="\r\n")
+    except Exception as e:  # noqa: BLE001 - one header fails this mail, not the runner
+        raise RenderError(f"headers: {name}: cannot be encoded ({type(e).__name__}: {e})") from None
+
+
+def _fold(name: str, pieces: list[str], limit: int) -> list[str]:
+    """The lines of 'Name:' and the pieces (each a word with the whitespace
+    before it), folded before a piece's whitespace when the line would pass
+    `limit`. Never before the first word: a continuation line there would
+    unfold to a value with a leading blank."""
+    lines = [f"{name}:"]
+    for i, piece in enumerate(pieces):
+        if not piece[0].isspace():
+            piece = " " + piece
+        if i > 0 and len(lines[-1]) + len(piece) > limit:
+            lines.append(piece)
+        else:
+            lines[-1] += piece
+    return lines
+
+
+def _folded(name: str, pieces: list[str], limit: int) -> str:
+    """The header _fold makes, or RenderError when a word leaves a line over 998."""
+    lines = _fold(name, pieces, limit)
+    if max(map(len, lines)) > MAX_LINE:
+        raise RenderError(f"headers: {name}: a word of more than {MAX_LINE - len(name) - 2} characters"
+                          f" cannot be written on one line (RFC 5322: at most {MAX_LINE})")
+    return "\r\n".join(lines)
+
+
+def _structured_header(name: str, value: str) -> str:
+    """A structured header (List-Unsubscribe, References, ...): ASCII, folded
+    at its own whitespace only. A List-* word too long for a line is cut into
+    lines of 78: RFC 2369 2 says whitespace inside its <URL>s is ignored."""
+    _check_value(value, name)
+    value = value.strip(" \t")
+    if _plain(name, value):
+        return f"{name}: {value}"
+    if not value.isascii():
+        raise RenderError(f"headers: {name}: non-ASCII text cannot be encoded in this header"
+                          " (percent-encode it in a URL)")
+    pieces = _FOLD_POINTS.findall(value)
+    if name.lower().startswith("list-"):
+        cut = []
+        for piece in pieces:
+            if len(piece) + len(name) + 2 <= MAX_LINE:
+                cut.append(piece)
+            else:
+                word = piece.lstrip(" \t")
+                cut += [" " + word[i:i + FOLD_AT - 1] for i in range(0, len(word), FOLD_AT - 1)]
+        pieces = cut
+    return _folded(name, pieces, FOLD_AT)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -79,29 +191,53 @@ def _idna_address(address: str, name: str) -> str:
         raise RenderError(f"{name}: {domain!r} is not a valid internationalised domain name ({e})") from None
 
 
-def _pair(display: str, address: str) -> str:
-    if address.isascii():
-        return formataddr((display, address), charset="utf-8")
-    # formataddr insists on an ASCII address; a UTF-8 local part (RFC 6532) goes in as is.
-    return formataddr((display, "\0"), charset="utf-8").replace("\0", address)
+def _mailbox_pieces(name: str, display: str, address: str) -> list[str]:
+    """One mailbox as foldable pieces: the display name, then <address>.
+
+    A printable ASCII display name goes as an atom phrase, or as a quoted
+    string where it holds RFC 5322 specials; anything else as RFC 2047
+    encoded-words (email.header), sized so that each fits a line of 76, the
+    first with the header's name before it. A UTF-8 local part (RFC 6532)
+    goes in as is."""
+    # Whitespace runs in a phrase mean one space (the stdlib parser reads
+    # them so even inside an encoded-word): written as one, as in Subject.
+    display = " ".join(display.split())
+    if not display:
+        return [address]
+    if display.isascii() and display.isprintable() and "=?" not in display:
+        if _SPECIALS.search(display):
+            display = '"' + quote(display) + '"'
+        return _FOLD_POINTS.findall(display) + [" <" + address + ">"]
+    words = Header(display, "utf-8", maxlinelen=FOLD_ENCODED_AT, header_name=name).encode(linesep="\n")
+    return [" " + w.strip() for w in words.split("\n")] + [" <" + address + ">"]
 
 
-def _address_header(value: str, name: str) -> str:
-    """Address list: display names RFC 2047-encoded when not ASCII, domains as A-labels."""
+def _address_header(name: str, value: str) -> str:
+    """An address list header line: display names RFC 2047-encoded when not
+    ASCII, domains as A-labels, folded between words at 76."""
     _check_value(value, name)
+    if len(name) + len(value) <= FOLD_AT - 2 and value.isascii() and _PLAIN_ADDRESS.fullmatch(value):
+        return f"{name}: {value}"
     pairs = getaddresses([value])
     if not pairs or any("@" not in addr for _, addr in pairs):
         raise RenderError(f"headers: {name}: {value!r} is not an address list")
-    return ",\r\n ".join(_pair(n, _idna_address(a, name)) for n, a in pairs)
+    pieces: list[str] = []
+    for i, (display, addr) in enumerate(pairs):
+        mailbox = _mailbox_pieces(name, display, _idna_address(addr, name))
+        if i < len(pairs) - 1:
+            mailbox[-1] += ","
+        pieces += mailbox
+    return _folded(name, pieces, FOLD_ENCODED_AT)
 
 
 def _part(subtype: str, body: str) -> bytes:
-    """One text part with its headers: 7bit when ASCII with short lines, else quoted-printable."""
+    """One text part with its headers: 7bit when it can be (ASCII, lines of at
+    most 998, no NUL: RFC 2045 2.7), else quoted-printable."""
     body = _CRLF.sub("\n", body)
     if not body.endswith("\n"):
         body += "\n"
     raw = body.encode("utf-8")
-    if raw.isascii() and all(len(line) <= 998 for line in raw.split(b"\n")):
+    if raw.isascii() and b"\0" not in raw and all(len(line) <= 998 for line in raw.split(b"\n")):
         cte, payload = "7bit", raw
     else:
         cte, payload = "quoted-printable", binascii.b2a_qp(raw, quotetabs=False, istext=True, header=False)
@@ -142,7 +278,10 @@ class Renderer:
         if "@" not in addr:
             raise ValueError(f"--from: {from_address!r} is not an email address")
         self.from_header = from_address
-        self._from_encoded = _address_header(from_address, "--from")
+        try:
+            self._from_line = _address_header("From", from_address)
+        except RenderError as e:
+            raise ValueError(f"--from: {e}") from None
         self.envelope_from = _idna_address(addr, "--from")
         self.domain = (message_id_domain or self.envelope_from.rsplit("@", 1)[1]).strip().lower()
         self._text_env = ImmutableSandboxedEnvironment(
@@ -213,30 +352,40 @@ class Renderer:
         if not isinstance(headers, dict):
             raise RenderError("headers: not a JSON object")
         mid = message_id(row["delivery_key"], self.domain)
-        from_value = headers.get("From") or headers.get("from")
+        # Header names are case-insensitive (RFC 5322 1.2.2): "FROM" is From.
+        given: dict[str, tuple[str, object]] = {}
+        for name, value in headers.items():
+            if not _HEADER_NAME.match(name):
+                raise RenderError(f"headers: {name!r} is not a valid header name")
+            low = name.lower()
+            if low in OWNED:
+                raise RenderError(f'headers: "{name}" is set by mailroom ({OWNED[low]})')
+            if low in given:
+                raise RenderError(f'headers: "{given[low][0]}" and "{name}" are the same header'
+                                  " (header names are case-insensitive)")
+            if not isinstance(value, str):
+                raise RenderError(f"headers: {name}: value is not a string")
+            given[low] = (name, value)
+        from_given = given.pop("from", None)
         lines = [
-            "From: " + (_address_header(from_value, "From") if from_value else self._from_encoded),
-            "To: " + _address_header(row["to_address"], "To"),
-            "Subject: " + _text_header(" ".join((subject or "").split()), "Subject"),
+            _address_header("From", from_given[1]) if from_given else self._from_line,
+            _address_header("To", row["to_address"]),
+            _text_header("Subject", " ".join((subject or "").split())),
             "Date: " + format_datetime(now or datetime.now(timezone.utc)),
             "Message-ID: " + mid,
         ]
-        for name, value in headers.items():
-            low = name.lower()
-            if low in RESERVED or low == "from":
-                continue
-            if not _HEADER_NAME.match(name):
-                raise RenderError(f"headers: {name!r} is not a valid header name")
-            if not isinstance(value, str):
-                raise RenderError(f"headers: {name}: value is not a string")
+        for low, (name, value) in given.items():
             if low in _ADDRESS_HEADERS:
-                lines.append(f"{name}: {_address_header(value, name)}")
+                lines.append(_address_header(name, value))
+            elif low in _STRUCTURED_HEADERS:
+                lines.append(_structured_header(name, value))
             else:
-                lines.append(f"{name}: {_text_header(value, name)}")
+                lines.append(_text_header(name, value))
         lines.append("MIME-Version: 1.0")
         if text and html:
             boundary = "=_mailroom_" + uuid.uuid4().hex
-            lines.append(f'Content-Type: multipart/alternative; boundary="{boundary}"')
+            # folded: on one line it is 91 characters (RFC 5322 2.1.1: 78)
+            lines.append(f'Content-Type: multipart/alternative;\r\n boundary="{boundary}"')
             head = "\r\n".join(lines).encode("utf-8") + b"\r\n\r\n"
             b = boundary.encode("ascii")
             data = (head + b"This is a multi-part message in MIME format.\r\n"

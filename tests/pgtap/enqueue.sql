@@ -86,11 +86,11 @@ SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_he
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"Bad Name": "v"}')$$, '22023',
   'mailroom: headers: "Bad Name" is not a valid header field name', 'header name with a space');
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"Message-ID": "<x@y>"}')$$, '22023',
-  'mailroom: headers: Message-ID is set by mailroom and cannot be given', 'Message-ID is mailroom''s');
+  'mailroom: headers: "Message-ID" is set by mailroom (it derives from the delivery key)', 'Message-ID is mailroom''s');
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"date": "today"}')$$, '22023',
-  'mailroom: headers: date is set by mailroom and cannot be given', 'Date is mailroom''s, in any case');
+  'mailroom: headers: "date" is set by mailroom (it is the time of sending)', 'Date is mailroom''s, in any case');
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"To": "x@example.com"}')$$, '22023',
-  'mailroom: headers: To is set by mailroom and cannot be given', 'To is mailroom''s');
+  'mailroom: headers: "To" is set by mailroom (the recipient is p_to)', 'To is mailroom''s');
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '["X-Tag"]')$$, '22023',
   'mailroom: headers: must be a JSON object of header name to text value', 'headers not an object');
 SELECT throws_ok($$SELECT mailroom.enqueue('ann@example.com', 'Hi', 'Body', p_headers => '{"X-Count": 3}')$$, '22023',

@@ -1,7 +1,14 @@
 -- Deploy mailroom:send_rates to pg
--- requires: table_senders
--- requires: table_domain_limits
--- requires: rate_limit_sliding
+-- requires: send_rates@v0.3.0
+-- requires: split_messages
+
+-- v0.4: claim_batch looks up and locks only the budgets of the senders and
+-- domains among its candidates, one key lookup each, locked in key order (so
+-- claims cannot deadlock and no claim waits for one spending other keys).
+-- v0.3 took one advisory lock for every domain budget and read every
+-- domain mailed within the last minute on each claim: O(recently mailed
+-- domains) per claim, serialised over all runners (issue 13, hole 6).
+-- _send_budgets is that lookup; the helpers below are unchanged.
 
 BEGIN;
 
@@ -17,7 +24,7 @@ BEGIN;
 -- domains instead of a function call each). Plain SQL over qualified
 -- pg_catalog functions, without SECURITY DEFINER or SET: they read no table,
 -- and this way the planner inlines them.
-CREATE FUNCTION mailroom._rate_slot(p_at timestamptz, p_window interval) RETURNS bigint
+CREATE OR REPLACE FUNCTION mailroom._rate_slot(p_at timestamptz, p_window interval) RETURNS bigint
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
@@ -30,7 +37,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slot(timestamptz, interval) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._rate_slot(timestamptz, interval) IS
   'Internal: the sliding-window slot (window / 50 long, counted from the Unix epoch) that holds p_at.';
 
-CREATE FUNCTION mailroom._rate_slots_used(p_slots bigint[], p_hits integer[], p_slot bigint)
+CREATE OR REPLACE FUNCTION mailroom._rate_slots_used(p_slots bigint[], p_hits integer[], p_slot bigint)
 RETURNS TABLE (used integer, newest bigint)
 LANGUAGE sql
 IMMUTABLE
@@ -44,7 +51,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) FR
 COMMENT ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) IS
   'Internal: hits a request in slot p_slot is judged against (slots >= p_slot - 50), and the newest slot.';
 
-CREATE FUNCTION mailroom._rate_slots_add(p_slots bigint[], p_hits integer[], p_slot bigint, p_n integer)
+CREATE OR REPLACE FUNCTION mailroom._rate_slots_add(p_slots bigint[], p_hits integer[], p_slot bigint, p_n integer)
 RETURNS TABLE (slots bigint[], slot_hits integer[], used integer)
 LANGUAGE sql
 IMMUTABLE
@@ -66,7 +73,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, int
 COMMENT ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer) IS
   'Internal: a row''s slots with p_n hits added in slot p_slot and slots older than two windows dropped, and the hits now in the window.';
 
-CREATE FUNCTION mailroom._send_rate_available(
+CREATE OR REPLACE FUNCTION mailroom._send_rate_available(
   p_prefix     text,
   p_per_second integer,
   p_per_minute integer,
@@ -97,7 +104,7 @@ REVOKE ALL ON FUNCTION mailroom._send_rate_available(text, integer, integer, tim
 COMMENT ON FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz) IS
   'Internal: how many sends the per-second and per-minute windows under p_prefix still allow at p_now (NULL: no limit); locks their rows until commit.';
 
-CREATE FUNCTION mailroom._send_rate_record(
+CREATE OR REPLACE FUNCTION mailroom._send_rate_record(
   p_keys    text[],
   p_ns      integer[],
   p_windows interval[],
@@ -136,5 +143,43 @@ ALTER FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timesta
 REVOKE ALL ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) IS
   'Internal: record p_ns[i] sends at p_now in the sliding window p_windows[i] of key p_keys[i], for all keys in one statement (claim_batch, after checking the budgets under their locks).';
+
+CREATE OR REPLACE FUNCTION mailroom._send_budgets(
+  p_keys    text[],
+  p_limits  integer[],
+  p_windows interval[],
+  p_now     timestamptz
+) RETURNS TABLE (key text, available integer)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  -- One upsert over the given keys, in key order: a key without a row gets
+  -- one (so the first send to a new domain is counted exactly, with nothing
+  -- to lock over all domains), an existing row is locked by the no-op
+  -- update; either way the row is this transaction's until it commits, and
+  -- the values returned are the latest committed ones. The caller records
+  -- what it spent with _send_rate_record before it commits.
+  WITH locked AS (
+    INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+    SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
+    FROM unnest(p_keys, p_windows) AS u(k, w)
+    ORDER BY u.k
+    ON CONFLICT ON CONSTRAINT rate_limits_pkey DO UPDATE SET key = EXCLUDED.key
+    RETURNING r.key, r.algorithm, r.window_length, r.slots, r.slot_hits
+  )
+  SELECT l.key::text,
+         CASE WHEN l.algorithm <> 'sliding' OR l.window_length <> u.w THEN u.lim
+              WHEN us.newest - 50 > mailroom._rate_slot(p_now, u.w) THEN 0  -- p_now too far behind to judge
+              ELSE greatest(u.lim - us.used, 0) END
+  FROM locked l
+  JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = l.key
+  CROSS JOIN LATERAL mailroom._rate_slots_used(l.slots, l.slot_hits, mailroom._rate_slot(p_now, u.w)) AS us
+$$;
+ALTER FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) IS
+  'Internal: lock the sliding-window rows p_keys (distinct; created when missing) in key order until commit, and return what each still allows at p_now under p_limits[i] in window p_windows[i]. claim_batch calls it for the senders and domains of its candidates only.';
 
 COMMIT;

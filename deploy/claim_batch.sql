@@ -120,6 +120,11 @@ SET search_path = mailroom, pg_temp
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+-- ... and never JIT-compiled: a disabled plan node costs 1e10, far above jit_above_cost.
+SET jit = off
+-- With those plans fixed, one generic plan per statement and session: a
+-- custom plan would be made again on every call (its estimate looks cheaper).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -279,7 +284,11 @@ BEGIN
       ) AS p;
     END IF;
 
-    -- 5. The gate and the claim, one statement. Without limits the
+    -- 5. The gate and the claim, one statement. (The candidates are locked
+    --    by this transaction, so the statements that move them name no
+    --    status: a condition the planner could match to a partial index
+    --    might lead a cached plan to walk that index instead of looking up
+    --    each candidate by key.) Without limits the
     --    candidates are scanned and locked here: highest priority first (a
     --    loose index scan over the claim index, so a large batch of
     --    high-priority mail scheduled for later is not scanned on every
@@ -326,15 +335,14 @@ BEGIN
           updated_at   = greatest(p_now, q.updated_at)
       FROM gated g
       WHERE q.id = g.id AND g.verdict = 'claim' AND (NOT v_limited OR g.id = ANY (v_pick))
-        AND q.status = 'queued'
-      RETURNING q.id, q.lease_token, q.leased_until, q.attempts, q.max_attempts, q.sender, q.on_ambiguous,
-                q.priority, q.run_at
+      RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
+                g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
+                q.on_ambiguous, q.priority, q.run_at
     ),
     stopped AS (
       DELETE FROM mailroom.queue q
       USING gated g
       WHERE q.id = g.id AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
-        AND q.status = 'queued'
       RETURNING q.id, q.attempts, q.last_error, g.verdict
     ),
     stopped_ledger AS (
@@ -346,20 +354,19 @@ BEGIN
       UPDATE mailroom.queue q
       SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
       FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'paused' AND q.status = 'queued'
+      WHERE q.id = g.id AND g.verdict = 'paused'
         AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
     ),
     retimed AS (
       UPDATE mailroom.queue q
       SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
       FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'window' AND q.status = 'queued'
+      WHERE q.id = g.id AND g.verdict = 'window'
     )
-    SELECT c.id, c.lease_token, c.leased_until, g.delivery_key, c.attempts, c.max_attempts,
-           c.sender, g.to_address, g.subject, g.body_text, g.body_html, g.headers,
-           g.template_key, g.template_vars, c.on_ambiguous
+    SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
+           c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
+           c.template_key, c.template_vars, c.on_ambiguous
     FROM claimed c
-    JOIN gated g ON g.id = c.id
     ORDER BY c.priority DESC, c.run_at, c.id;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_want := v_want - v_n;

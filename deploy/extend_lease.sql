@@ -6,6 +6,10 @@
 -- (issue 13, hole 4: a lease could be extended into 2100, beyond reclaim);
 -- the owner-only _extend_lease takes it.
 
+-- A live lease is its token and a deadline (the check constraint allows
+-- these only while sending); written so, not as status = 'sending', no plan
+-- walks the reclaim index over every lease in flight.
+
 BEGIN;
 
 DROP FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz);
@@ -35,7 +39,7 @@ BEGIN
 
   UPDATE mailroom.queue q
   SET leased_until = p_now + p_lease, updated_at = greatest(p_now, q.updated_at)
-  WHERE q.id = ANY (p_ids) AND q.lease_token = p_token AND q.status = 'sending';
+  WHERE q.id = ANY (p_ids) AND q.lease_token = p_token AND q.leased_until IS NOT NULL;
   GET DIAGNOSTICS v_extended = ROW_COUNT;
   RETURN v_extended;
 END

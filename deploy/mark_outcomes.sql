@@ -69,6 +69,11 @@ SET search_path = mailroom, pg_temp
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+-- ... and never JIT-compiled: a disabled plan node costs 1e10, far above jit_above_cost.
+SET jit = off
+-- With those plans fixed, one generic plan per statement and session: a
+-- custom plan would be made again on every call (its estimate looks cheaper).
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_index   bigint;
@@ -152,11 +157,15 @@ BEGIN
       SELECT * FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
                                                          smtp_enhanced text, detail text, provider_id text)
     ),
-    -- Final outcomes leave the hot queue ...
+    -- Final outcomes leave the hot queue ... (A live lease: its token, and a
+    -- deadline, which the table's check constraint allows only while
+    -- sending. Written so, and not as status = 'sending', the condition
+    -- cannot lead a cached plan to walk the reclaim index over every lease
+    -- in flight: each report is one primary-key lookup.)
     finished AS (
       DELETE FROM mailroom.queue q
       USING r
-      WHERE q.id = r.id AND q.lease_token = r.token AND q.status = 'sending'
+      WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
         AND (v_pass = 2 OR q.attempts = 1)
         AND (r.outcome IN ('sent', 'failed')
              OR (q.attempts >= q.max_attempts AND NOT (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review')))
@@ -176,7 +185,7 @@ BEGIN
           last_error    = left(concat_ws(' ', r.smtp_code, r.smtp_enhanced, r.detail), 1000),
           updated_at    = p_now
       FROM r
-      WHERE q.id = r.id AND q.lease_token = r.token AND q.status = 'sending'
+      WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
         AND (v_pass = 2 OR q.attempts = 1)
         AND r.outcome IN ('retry', 'ambiguous')
         AND (q.attempts < q.max_attempts OR (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review'))

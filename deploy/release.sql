@@ -7,6 +7,10 @@
 -- claim's gate decides again whether the mail may leave. No p_now on what
 -- runners execute (issue 13, hole 4); the owner-only _release takes it.
 
+-- A live lease is its token and a deadline (the check constraint allows
+-- these only while sending); written so, not as status = 'sending', no plan
+-- walks the reclaim index over every lease in flight.
+
 BEGIN;
 
 DROP FUNCTION mailroom.release(bigint[], uuid, timestamptz);
@@ -36,7 +40,7 @@ BEGIN
     UPDATE mailroom.queue q
     SET status = 'queued', status_reason = 'released', attempts = greatest(q.attempts - 1, 0),
         lease_token = NULL, leased_until = NULL, updated_at = greatest(p_now, q.updated_at)
-    WHERE q.id = ANY (p_ids) AND q.lease_token = p_token AND q.status = 'sending'
+    WHERE q.id = ANY (p_ids) AND q.lease_token = p_token AND q.leased_until IS NOT NULL
     RETURNING q.id, q.attempts + 1 AS attempt, q.worker, q.claimed_at
   ),
   ledger AS (

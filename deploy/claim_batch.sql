@@ -433,10 +433,16 @@ RETURNS TABLE (
   template_vars jsonb,
   on_ambiguous  text
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
-AS $$ SELECT * FROM mailroom._claim_batch(p_worker, p_limit, p_lease, p_sender, now()) $$;
+AS $$
+BEGIN
+  -- plpgsql, not SQL: the call's plan is kept for the session (a SQL
+  -- function's body is planned again on every call).
+  RETURN QUERY SELECT * FROM mailroom._claim_batch(p_worker, p_limit, p_lease, p_sender, now());
+END
+$$;
 ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text) TO mailroom_runner;

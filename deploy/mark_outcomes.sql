@@ -281,10 +281,16 @@ COMMENT ON FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) IS
 
 CREATE FUNCTION mailroom.mark_outcomes(p_results jsonb)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
-AS $$ SELECT mailroom._mark_outcomes(p_results, now()) $$;
+AS $$
+BEGIN
+  -- plpgsql, not SQL: the call's plan is kept for the session (a SQL
+  -- function's body is planned again on every call).
+  RETURN mailroom._mark_outcomes(p_results, now());
+END
+$$;
 ALTER FUNCTION mailroom.mark_outcomes(jsonb) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.mark_outcomes(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.mark_outcomes(jsonb) TO mailroom_runner;

@@ -244,7 +244,7 @@ BEGIN
       -- 3. Domains: the budgets of the candidates' limited domains only.
       IF v_dom_limited THEN
         SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-               coalesce(array_agg(k.win ORDER BY k.key), '{}'), coalesce(array_agg(k.domain ORDER BY k.key), '{}')
+               coalesce(array_agg(k.win ORDER BY k.key), '{}'), coalesce(array_agg(dom.domain ORDER BY k.key), '{}')
           INTO v_dom_keys, v_dom_lims, v_dom_wins, v_dom_of_key
         FROM (SELECT DISTINCT d.domain FROM unnest(v_cdom) AS d(domain) WHERE d.domain <> ALL (v_dom_blocked)) AS dom
         LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain

@@ -151,7 +151,6 @@ DECLARE
   v_dom_keys    text[];
   v_dom_lims    integer[];
   v_dom_wins    interval[];
-  v_dom_of_key  text[];
   v_dom_names   text[] := '{}';
   v_dom_caps    integer[] := '{}';
   v_dom_blocked text[] := '{}';
@@ -208,8 +207,10 @@ BEGIN
           EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
         END IF;
       END IF;
-      -- Some candidates may be held back by a budget: look at more of them.
-      v_scan := least(v_want * 2, 10000);
+      -- Each candidate's domain costs a budget lookup: look at as many as
+      -- are wanted; a round that budgets held back is followed by another
+      -- that leaves those domains out.
+      v_scan := v_want;
 
       -- 2. The candidates, locked, in claim order, with their domains.
       SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
@@ -244,8 +245,8 @@ BEGIN
       -- 3. Domains: the budgets of the candidates' limited domains only.
       IF v_dom_limited THEN
         SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-               coalesce(array_agg(k.win ORDER BY k.key), '{}'), coalesce(array_agg(dom.domain ORDER BY k.key), '{}')
-          INTO v_dom_keys, v_dom_lims, v_dom_wins, v_dom_of_key
+               coalesce(array_agg(k.win ORDER BY k.key), '{}')
+          INTO v_dom_keys, v_dom_lims, v_dom_wins
         FROM (SELECT DISTINCT d.domain FROM unnest(v_cdom) AS d(domain) WHERE d.domain <> ALL (v_dom_blocked)) AS dom
         LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain
         CROSS JOIN LATERAL (
@@ -257,10 +258,9 @@ BEGIN
         WHERE k.lim IS NOT NULL;
         SELECT coalesce(array_agg(x.domain), '{}'), coalesce(array_agg(x.cap), '{}')
           INTO v_dom_names, v_dom_caps
-        FROM (SELECT u.domain, min(b.available) AS cap
+        FROM (SELECT left(substr(b.key, 17), -2) AS domain, min(b.available) AS cap  -- 'mailroom/domain/' <domain> '/s'
               FROM mailroom._send_budgets(v_dom_keys, v_dom_lims, v_dom_wins, p_now) AS b
-              JOIN unnest(v_dom_keys, v_dom_of_key) AS u(key, domain) ON u.key = b.key
-              GROUP BY u.domain) AS x;
+              GROUP BY 1) AS x;
       END IF;
 
       -- 4. Pick: in claim order, each domain and sender no more than it
@@ -374,22 +374,21 @@ BEGIN
     IF v_limited THEN
       -- 6. Spend the budgets on what was claimed, before the locks go at commit.
       IF v_n > 0 THEN
-        WITH spent AS (
-          SELECT u.domain, u.sender, count(*)::integer AS n
-          FROM unnest(v_cid, v_cdom, v_csnd) AS u(id, domain, sender)
-          JOIN mailroom.queue q ON q.id = u.id
-          WHERE u.id = ANY (v_pick) AND q.lease_token = v_token
-          GROUP BY GROUPING SETS ((u.domain), (u.sender))
-        )
-        SELECT coalesce(array_agg(k.key), '{}'), coalesce(array_agg(s.n), '{}'), coalesce(array_agg(k.win), '{}')
+        -- What this round claimed (the gate may have refused a pick) ...
+        SELECT coalesce(array_agg(q.id), '{}') INTO v_pick
+        FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
+        -- ... counted against each limited key of its domain and sender.
+        SELECT coalesce(array_agg(s.key ORDER BY s.key), '{}'), coalesce(array_agg(s.n ORDER BY s.key), '{}'),
+               coalesce(array_agg(s.win ORDER BY s.key), '{}')
           INTO v_keys, v_counts, v_windows
-        FROM spent s
-        JOIN (SELECT d.key, d.domain, NULL::text AS sender, d.win
-              FROM unnest(v_dom_keys, v_dom_of_key, v_dom_wins) AS d(key, domain, win)
-              UNION ALL
-              SELECT w.key, NULL, left(substr(w.key, 17), -2), w.win
-              FROM unnest(v_snd_keys, v_snd_wins) AS w(key, win)) AS k
-          ON k.domain = s.domain OR k.sender = s.sender;
+        FROM (SELECT k.key, k.win, count(*)::integer AS n
+              FROM unnest(v_cid, v_cdom, v_csnd) AS u(id, domain, sender)
+              CROSS JOIN LATERAL (VALUES ('mailroom/domain/' || u.domain || '/s', interval '1 second'),
+                                         ('mailroom/domain/' || u.domain || '/m', interval '1 minute'),
+                                         ('mailroom/sender/' || u.sender || '/s', interval '1 second'),
+                                         ('mailroom/sender/' || u.sender || '/m', interval '1 minute')) AS k(key, win)
+              WHERE u.id = ANY (v_pick) AND (k.key = ANY (v_dom_keys) OR k.key = ANY (v_snd_keys))
+              GROUP BY k.key, k.win) AS s;
         IF cardinality(v_keys) > 0 THEN
           PERFORM mailroom._send_rate_record(v_keys, v_counts, v_windows, p_now);
         END IF;

@@ -114,17 +114,35 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+SET enable_hashjoin = on
 AS $$
 BEGIN
-  -- One statement for every budget a claim spent. The caller holds what
-  -- serialises these keys (sender rows locked by _send_rate_available, the
-  -- domain advisory lock) and checked the budgets at the same p_now.
+  -- The rows claim_batch locked (_send_budgets) exist: a plain update by
+  -- key. Keys without a row (direct callers) are inserted below.
+  UPDATE mailroom.rate_limits AS r
+  SET (slots, slot_hits, hits) = (
+        SELECT a.slots, a.slot_hits, a.used
+        FROM mailroom._rate_slots_add(
+               CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slots END,
+               CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slot_hits END,
+               mailroom._rate_slot(p_now, u.win), u.n) AS a),
+      algorithm = 'sliding',
+      window_length = u.win,
+      window_start = NULL,
+      expires_at = greatest(CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.expires_at END,
+                            mailroom._from_epoch_us((mailroom._rate_slot(p_now, u.win) + 51)
+                                                    * ceil((extract(epoch FROM u.win) * 1000000)::numeric / 50)::bigint))
+  FROM unnest(p_keys, p_ns, p_windows) AS u(key, n, win)
+  WHERE r.key = u.key AND u.n > 0;
+  -- Keys without a row: inserted (a concurrent insert of one is added to).
+  -- The caller holds what serialises these keys (the rows _send_budgets
+  -- locked) and checked the budgets at the same p_now.
   INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
   SELECT i.key, 'sliding', i.win, i.n, ARRAY[i.slot], ARRAY[i.n],
          mailroom._from_epoch_us((i.slot + 51) * ceil((extract(epoch FROM i.win) * 1000000)::numeric / 50)::bigint)
   FROM (SELECT u.key, u.n, u.win, mailroom._rate_slot(p_now, u.win) AS slot
         FROM unnest(p_keys, p_ns, p_windows) AS u(key, n, win)
-        WHERE u.n > 0) AS i
+        WHERE u.n > 0 AND NOT EXISTS (SELECT FROM mailroom.rate_limits x WHERE x.key = u.key)) AS i
   ON CONFLICT (key) DO UPDATE
      SET (slots, slot_hits, hits) = (
            SELECT a.slots, a.slot_hits, a.used
@@ -150,32 +168,38 @@ CREATE OR REPLACE FUNCTION mailroom._send_budgets(
   p_windows interval[],
   p_now     timestamptz
 ) RETURNS TABLE (key text, available integer)
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- A handful of keys joined to as many array elements: whatever the caller
+-- disabled for its own key lookups, hashing these is right.
+SET enable_hashjoin = on
 AS $$
-  -- One upsert over the given keys, in key order: a key without a row gets
-  -- one (so the first send to a new domain is counted exactly, with nothing
-  -- to lock over all domains), an existing row is locked by the no-op
-  -- update; either way the row is this transaction's until it commits, and
-  -- the values returned are the latest committed ones. The caller records
-  -- what it spent with _send_rate_record before it commits.
-  WITH locked AS (
-    INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
-    SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
-    FROM unnest(p_keys, p_windows) AS u(k, w)
-    ORDER BY u.k
-    ON CONFLICT ON CONSTRAINT rate_limits_pkey DO UPDATE SET key = EXCLUDED.key
-    RETURNING r.key, r.algorithm, r.window_length, r.slots, r.slot_hits
-  )
-  SELECT l.key::text,
-         CASE WHEN l.algorithm <> 'sliding' OR l.window_length <> u.w THEN u.lim
-              WHEN us.newest - 50 > mailroom._rate_slot(p_now, u.w) THEN 0  -- p_now too far behind to judge
-              ELSE greatest(u.lim - us.used, 0) END
-  FROM locked l
-  JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = l.key
-  CROSS JOIN LATERAL mailroom._rate_slots_used(l.slots, l.slot_hits, mailroom._rate_slot(p_now, u.w)) AS us
+BEGIN
+  -- A key without a row gets one, so that the first send to a new domain is
+  -- counted exactly with nothing to lock over all domains (a concurrent
+  -- insert of the same key waits for this one, or this one for it).
+  INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+  SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
+  FROM unnest(p_keys, p_windows) AS u(k, w)
+  ORDER BY u.k
+  ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
+  -- Then every row is locked in key order (claims cannot deadlock) until
+  -- commit; the caller records what it spent with _send_rate_record first.
+  -- FOR UPDATE returns each row's newest committed version.
+  RETURN QUERY
+  SELECT b.key::text,
+         CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
+              WHEN us.newest - 50 > mailroom._rate_slot(p_now, b.w) THEN 0  -- p_now too far behind to judge
+              ELSE greatest(b.lim - us.used, 0) END
+  FROM (SELECT r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w
+        FROM mailroom.rate_limits r
+        JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = r.key
+        ORDER BY r.key
+        FOR UPDATE OF r) AS b
+  CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, mailroom._rate_slot(p_now, b.w)) AS us;
+END
 $$;
 ALTER FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) FROM PUBLIC;

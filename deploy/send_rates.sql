@@ -116,6 +116,9 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 SET enable_hashjoin = on
 AS $$
+DECLARE
+  v_sec bigint := mailroom._rate_slot(p_now, interval '1 second');  -- once per call (see _send_budgets)
+  v_min bigint := mailroom._rate_slot(p_now, interval '1 minute');
 BEGIN
   -- The rows claim_batch locked (_send_budgets) exist: a plain update by
   -- key. Keys without a row (direct callers) are inserted below.
@@ -125,14 +128,18 @@ BEGIN
         FROM mailroom._rate_slots_add(
                CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slots END,
                CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slot_hits END,
-               mailroom._rate_slot(p_now, u.win), u.n) AS a),
+               u.slot, u.n) AS a),
       algorithm = 'sliding',
       window_length = u.win,
       window_start = NULL,
       expires_at = greatest(CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.expires_at END,
-                            mailroom._from_epoch_us((mailroom._rate_slot(p_now, u.win) + 51)
-                                                    * ceil((extract(epoch FROM u.win) * 1000000)::numeric / 50)::bigint))
-  FROM unnest(p_keys, p_ns, p_windows) AS u(key, n, win)
+                            mailroom._from_epoch_us((u.slot + 51) * u.res))
+  FROM (SELECT x.key, x.n, x.win,
+               CASE x.win WHEN interval '1 second' THEN v_sec WHEN interval '1 minute' THEN v_min
+                          ELSE mailroom._rate_slot(p_now, x.win) END AS slot,
+               CASE x.win WHEN interval '1 second' THEN 20000::bigint WHEN interval '1 minute' THEN 1200000::bigint
+                          ELSE ceil((extract(epoch FROM x.win) * 1000000)::numeric / 50)::bigint END AS res
+        FROM unnest(p_keys, p_ns, p_windows) AS x(key, n, win)) AS u
   WHERE r.key = u.key AND u.n > 0;
   -- Keys without a row: inserted (a concurrent insert of one is added to).
   -- The caller holds what serialises these keys (the rows _send_budgets
@@ -176,6 +183,11 @@ SET search_path = mailroom, pg_temp
 -- disabled for its own key lookups, hashing these is right.
 SET enable_hashjoin = on
 AS $$
+DECLARE
+  -- Slot numbers are numeric arithmetic over the epoch: worked out once per
+  -- call for the two windows claim_batch uses, not once per key.
+  v_sec bigint := mailroom._rate_slot(p_now, interval '1 second');
+  v_min bigint := mailroom._rate_slot(p_now, interval '1 minute');
 BEGIN
   -- A key without a row gets one, so that the first send to a new domain is
   -- counted exactly with nothing to lock over all domains (a concurrent
@@ -191,14 +203,16 @@ BEGIN
   RETURN QUERY
   SELECT b.key::text,
          CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
-              WHEN us.newest - 50 > mailroom._rate_slot(p_now, b.w) THEN 0  -- p_now too far behind to judge
+              WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
               ELSE greatest(b.lim - us.used, 0) END
-  FROM (SELECT r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w
+  FROM (SELECT r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
+               CASE u.w WHEN interval '1 second' THEN v_sec WHEN interval '1 minute' THEN v_min
+                        ELSE mailroom._rate_slot(p_now, u.w) END AS slot
         FROM mailroom.rate_limits r
         JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = r.key
         ORDER BY r.key
         FOR UPDATE OF r) AS b
-  CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, mailroom._rate_slot(p_now, b.w)) AS us;
+  CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
 END
 $$;
 ALTER FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;

@@ -20,6 +20,15 @@ RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- Expired leases are found through the reclaim index and each is then moved
+-- by key: nested loops over index lookups, never a hash over the queue or
+-- the ledger, one generic plan per session (runners call this before every
+-- claim), never JIT-compiled (see mark_outcomes).
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_reclaimed integer;

@@ -479,7 +479,8 @@ def test_drill_a_transaction_held_open_during_a_drain(db_url, conn):
     holder = psycopg.connect(db_url, row_factory=dict_row)
     holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     holder.execute("SELECT count(*) FROM mailroom.messages")  # a snapshot: the xmin horizon stays here
-    holder.execute("SELECT id FROM mailroom.messages WHERE delivery_key = %s FOR UPDATE", [locked])
+    holder.execute("SELECT q.id FROM mailroom.queue q JOIN mailroom.contents c USING (id)"
+                   " WHERE c.delivery_key = %s FOR UPDATE OF q", [locked])
     pid = holder.info.backend_pid
     opened = time.monotonic()
     enqueue_many(conn, "backlog", backlog)

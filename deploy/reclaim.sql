@@ -96,7 +96,7 @@ SET search_path = mailroom, pg_temp
 AS $$ SELECT mailroom._reclaim(p_limit, now()) $$;
 ALTER FUNCTION mailroom.reclaim(integer) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.reclaim(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.reclaim(integer) TO mailroom_runner;
+GRANT EXECUTE ON FUNCTION mailroom.reclaim(integer) TO mailroom_runner, mailroom_operator;
 COMMENT ON FUNCTION mailroom.reclaim(integer) IS
   'Return mail whose lease expired: to queued (on_ambiguous retry), to review (on_ambiguous review), or finished failed once attempts are spent; each expired attempt is written to the ledger. Runs from pg_cron and before every claim. READ COMMITTED only.';
 

@@ -77,6 +77,6 @@ COMMENT ON FUNCTION mailroom.reclaim(timestamptz, integer) IS
 
 ALTER FUNCTION mailroom.reclaim(timestamptz, integer) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.reclaim(timestamptz, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.reclaim(timestamptz, integer) TO mailroom_runner;
+GRANT EXECUTE ON FUNCTION mailroom.reclaim(timestamptz, integer) TO mailroom_runner, mailroom_operator;
 
 COMMIT;

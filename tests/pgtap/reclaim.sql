@@ -1,6 +1,6 @@
 -- Tests for mailroom:reclaim
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -10,6 +10,8 @@ SELECT hasnt_function('mailroom', 'reclaim', ARRAY['timestamp with time zone', '
 SELECT is_definer('mailroom', 'reclaim', ARRAY['integer']);
 SELECT function_privs_are('mailroom', 'reclaim', ARRAY['integer'],
   'mailroom_runner', ARRAY['EXECUTE'], 'runners may reclaim');
+SELECT function_privs_are('mailroom', 'reclaim', ARRAY['integer'],
+  'mailroom_operator', ARRAY['EXECUTE'], 'operators may reclaim (as in v0.3)');
 SELECT function_privs_are('mailroom', '_reclaim', ARRAY['integer', 'timestamp with time zone'],
   'mailroom_runner', ARRAY[]::text[], 'issue 13 hole 4: runners may not reclaim at a clock of their choosing');
 

@@ -1,25 +1,38 @@
--- Tests for mailroom:table_messages: since v0.4 (split_messages) mailroom.messages is a
--- read-only view over contents, the hot queue and the finishing ledger row.
+-- Tests for mailroom:table_messages
 BEGIN;
-SELECT plan(8);
+SELECT plan(14);
 
-SELECT has_view('mailroom', 'messages', 'messages is a view');
-SELECT view_owner_is('mailroom', 'messages', 'mailroom_owner', 'owned by the owner role');
-SELECT has_table('mailroom', 'queue', 'the hot queue is a table');
-SELECT has_index('mailroom', 'queue', 'queue_claim_idx', ARRAY['priority', 'run_at', 'id'], 'claim index');
-SELECT has_index('mailroom', 'queue', 'queue_reclaim_idx', ARRAY['leased_until'], 'reclaim index');
-SELECT columns_are('mailroom', 'messages', ARRAY[
-  'id', 'delivery_key', 'status', 'status_reason', 'priority', 'run_at', 'sender', 'to_address', 'to_domain',
-  'subject', 'body_text', 'body_html', 'template_key', 'template_vars', 'headers', 'attempts', 'max_attempts',
-  'on_ambiguous', 'lease_token', 'leased_until', 'worker', 'claimed_at', 'campaign_id', 'schedule_id',
-  'recipient_id', 'recipient_zone', 'last_error', 'created_at', 'updated_at', 'sent_at', 'finished_at'],
-  'the v0.3 columns, and finished_at');
-SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text) VALUES ('tm-1', 'a@example.com', 's', 'b')$$,
-  '55000', NULL, 'the view is not written: the functions write contents and queue');
+SELECT has_table('mailroom', 'messages', 'messages table exists');
+SELECT table_owner_is('mailroom', 'messages', 'mailroom_owner', 'owned by the owner role');
+SELECT col_is_pk('mailroom', 'messages', 'id', 'id is the primary key');
+SELECT col_is_unique('mailroom', 'messages', 'delivery_key', 'delivery keys are unique');
+SELECT has_index('mailroom', 'messages', 'messages_claim_idx', ARRAY['priority', 'run_at', 'id'], 'claim index');
+SELECT has_index('mailroom', 'messages', 'messages_reclaim_idx', ARRAY['leased_until'], 'reclaim index');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'mailroom.messages_claim_idx'::regclass),
+  '(status = ''queued''::text)', 'the claim index covers queued rows only');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'mailroom.messages_reclaim_idx'::regclass),
+  '(status = ''sending''::text)', 'the reclaim index covers sending rows only');
+SELECT bag_has(
+  $$SELECT conname::text FROM pg_constraint WHERE conrelid = 'mailroom.messages'::regclass AND contype = 'c'$$,
+  $$VALUES ('messages_status_valid'), ('messages_priority_range'), ('messages_attempts_range'),
+           ('messages_on_ambiguous_valid'), ('messages_content_present'),
+           ('messages_lease_only_while_sending'), ('messages_headers_object')$$,
+  'named CHECK constraints');
+
+INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text)
+VALUES ('tm-1', 'Ann@Example.COM', 's', 'b');
+SELECT is((SELECT to_domain FROM mailroom.messages WHERE delivery_key = 'tm-1'), 'example.com',
+  'to_domain is the lower-cased domain');
+SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text, status)
+                   VALUES ('tm-2', 'a@example.com', 's', 'b', 'lost')$$, '23514', NULL, 'unknown status refused');
+SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text, status)
+                   VALUES ('tm-3', 'a@example.com', 's', 'b', 'sending')$$, '23514', NULL, 'sending needs a lease');
+SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address)
+                   VALUES ('tm-4', 'a@example.com')$$, '23514', NULL, 'content or a template is required');
 
 SET LOCAL ROLE mailroom_operator;
-SELECT throws_ok($$SELECT * FROM mailroom.messages$$, '42501', 'permission denied for view messages',
-  'no group role reads it directly');
+SELECT throws_ok($$SELECT * FROM mailroom.messages$$, '42501', 'permission denied for table messages',
+  'no group role reads the table directly');
 RESET ROLE;
 
 SELECT * FROM finish();

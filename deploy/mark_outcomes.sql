@@ -25,10 +25,13 @@
 -- COMMITTED it sees the other report once it committed. Under REPEATABLE
 -- READ the snapshot is older than the lock, so these functions refuse to
 -- run there (issue 13, hole 3). The probe is needed only where an earlier
--- success can exist: a later attempt (attempts > 1) or a lost lease. A
--- first attempt reported on its live lease (nearly every report) is applied
--- by one statement with no ledger read and no separate row lock (the DELETE
--- or UPDATE locks the row it changes).
+-- success can exist: a lost lease, or mail that was handed out before
+-- (attempts > 1, or a status_reason left by whatever handed it back: a
+-- release, which does not count the attempt, or an operator's retry, which
+-- resets the count). The first claim of fresh mail reported on its live
+-- lease (nearly every report) is applied by one statement with no ledger
+-- read and no separate row lock (the DELETE or UPDATE locks the row it
+-- changes).
 --
 -- No p_now on what runners execute (issue 13, hole 4): mark_outcomes and
 -- mark_outcome use the database clock; the owner-only twins _mark_outcomes
@@ -133,10 +136,10 @@ BEGIN
   END IF;
   v_total := jsonb_array_length(p_results);
 
-  -- Pass 1 applies the reports of live first attempts; pass 2, only if some
-  -- report is left, first locks the queue rows of all (in id order, so
-  -- batches cannot deadlock) and then applies the live ones that need the
-  -- duplicate probe. See the header for why the lock comes first.
+  -- Pass 1 applies the reports of the first claim of fresh mail; pass 2,
+  -- only if some report is left, first locks the queue rows of all (in id
+  -- order, so batches cannot deadlock) and then applies the live ones with
+  -- the duplicate probe. See the header for why the lock comes first.
   FOR v_pass IN 1 .. 2 LOOP
     IF v_pass = 2 THEN
       EXIT WHEN v_applied = v_total;
@@ -166,7 +169,7 @@ BEGIN
       DELETE FROM mailroom.queue q
       USING r
       WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
-        AND (v_pass = 2 OR q.attempts = 1)
+        AND (v_pass = 2 OR (q.attempts = 1 AND q.status_reason IS NULL))
         AND (r.outcome IN ('sent', 'failed')
              OR (q.attempts >= q.max_attempts AND NOT (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review')))
       RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, r.token, r.outcome, r.smtp_code,
@@ -186,7 +189,7 @@ BEGIN
           updated_at    = p_now
       FROM r
       WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
-        AND (v_pass = 2 OR q.attempts = 1)
+        AND (v_pass = 2 OR (q.attempts = 1 AND q.status_reason IS NULL))
         AND r.outcome IN ('retry', 'ambiguous')
         AND (q.attempts < q.max_attempts OR (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review'))
       RETURNING q.id, q.attempts, q.worker, q.claimed_at, r.token, r.outcome, r.smtp_code, r.smtp_enhanced,
@@ -198,7 +201,7 @@ BEGIN
                                      finished_as, status_reason, last_error)
       SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now,
              f.outcome, f.outcome, f.smtp_code, f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255),
-             f.outcome = 'sent' AND f.attempts > 1
+             f.outcome = 'sent' AND v_pass = 2
                AND EXISTS (SELECT FROM mailroom.attempts p WHERE p.message_id = f.id AND p.reported = 'sent'),
              CASE WHEN f.outcome = 'sent' THEN 'sent' ELSE 'failed' END,
              CASE WHEN f.outcome = 'sent' THEN NULL

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(46);
+SELECT plan(47);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -113,6 +113,15 @@ SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 't
 SELECT results_eq($$SELECT count(*)::int, count(*) FILTER (WHERE duplicate)::int FROM mailroom.attempts a
                     JOIN mailroom.contents m ON m.id = a.message_id WHERE m.delivery_key = 'amb-retry' AND a.reported = 'sent'$$,
   $$VALUES (2, 1)$$, 'two successful attempts of one key: the second is flagged duplicate');
+-- An operator's retry resets the attempt count (retry, resolve_review): the
+-- next success is attempt 1 again, and still flagged.
+INSERT INTO mailroom.queue (id, run_at, sender, attempts, max_attempts, on_ambiguous, status_reason, updated_at)
+SELECT c.id, '2030-01-01Z', c.sender, 0, 5, 'retry', 'operator retry', '2030-01-01 02:10Z' FROM mailroom.contents c WHERE c.delivery_key = 'amb-retry';
+UPDATE mailroom.attempts SET finished_as = NULL WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+CREATE TEMP TABLE c4 AS SELECT * FROM mailroom._claim_batch('w3', 1, '5 minutes', NULL, '2030-01-01 02:10Z');
+SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:11Z') FROM c4;
+SELECT results_eq($$SELECT a.attempt, a.duplicate FROM mailroom.attempts a JOIN c4 ON c4.id = a.message_id AND c4.lease_token = a.lease_token$$,
+  $$VALUES (1, true)$$, 'a success after an operator''s retry (attempt 1 again) is flagged duplicate too');
 
 -- Other mail to a hard-bounced address meets the gate.
 SELECT is((SELECT count(*)::int FROM mailroom._claim_batch('w9', 10, '1 minute', NULL, '2030-02-01 00:00:01Z') WHERE delivery_key = 'bounce-later'), 0,

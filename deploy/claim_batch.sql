@@ -1,17 +1,93 @@
 -- Deploy mailroom:claim_batch to pg
--- requires: claim_batch@v0.2.0
+-- requires: claim_batch@v0.3.0
+-- requires: split_messages
+-- requires: send_rates
+-- requires: function_next_window_opening
 
--- A claim no longer opens a ledger row: the lease it grants is on the message
--- (lease_token, worker, claimed_at, attempts) and the attempt's row is written
--- once, when the lease ends (mark_outcomes, reclaim, release). Inserting the
--- row here and updating it there wrote every attempt twice.
+-- v0.4: the one gate. claim_batch is the only place that decides whether a
+-- mail may leave now. Each due candidate is locked (FOR UPDATE SKIP LOCKED)
+-- and, in the same statement, checked against what holds at this moment:
 --
--- Kept from v0.2.0: a claim is stamped no earlier than the row's last change,
--- so the ledger never shows two overlapping leases of one message.
+--   suppressed address            -> finished cancelled, reason suppressed
+--   campaign cancelled            -> finished cancelled, campaign_cancelled
+--   campaign paused               -> queue status paused
+--   schedule inactive             -> finished cancelled, schedule_inactive
+--   outside its send window       -> run_at moved to the window's next opening
+--   sender or domain budget spent -> not claimed (stays queued)
+--
+-- What fails the gate is never returned. Checks made where mail is written
+-- (enqueue's suppressed shortcut, pause_campaign, suppress) are shortcuts
+-- only: mail re-queued by a retry, reclaim, release or operator meets this
+-- gate again, so a suppression or pause decided while it was in flight
+-- holds (issue 13, holes 1 and 2).
+--
+-- The gate reads with the claim's snapshot: mail claimed by a claim that
+-- started before a suppression or pause committed may still go out (it was
+-- already leaving); nothing claimed by a claim that starts after does. A
+-- pause is applied only if the campaign is still paused once its row is
+-- locked (FOR SHARE re-reads the newest version), so a resume committing
+-- meanwhile cannot leave mail paused behind it.
+--
+-- Send rates: only the budgets of the senders and domains among the
+-- candidates are looked up (key lookups in mailroom.rate_limits) and locked,
+-- in key order, until commit (issue 13, hole 6: v0.3 read every domain
+-- mailed in the last minute under one global lock, on every claim). A claim
+-- whose candidates were held back by a spent domain looks again (at most
+-- three rounds) leaving those domains out, so other mail still fills it.
+--
+-- No p_now on what runners execute (hole 4): claim_batch uses now(); the
+-- owner-only _claim_batch takes p_now for tests. Kept from v0.3: a claim is
+-- stamped no earlier than the row's last change, so the ledger never shows
+-- two overlapping leases of one message; the claim writes no ledger row.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.claim_batch(
+DROP FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz);
+
+-- The gate's verdict for one mail, from its content row. Plain SQL without
+-- SECURITY DEFINER or SET, so that the planner inlines it into the claim:
+-- three key lookups (suppressions, and campaigns or schedules when the mail
+-- has one) and the window function only for mail with a window.
+CREATE FUNCTION mailroom._claim_gate(
+  p_to_address     text,
+  p_campaign_id    bigint,
+  p_schedule_id    bigint,
+  p_recipient_zone text,
+  p_now            timestamptz
+)
+RETURNS TABLE (verdict text, opens_at timestamptz)
+LANGUAGE sql
+STABLE
+AS $$
+  SELECT CASE
+           WHEN s.address_key IS NOT NULL THEN 'suppressed'
+           WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
+           WHEN k.status = 'paused' THEN 'paused'
+           WHEN NOT sc.active THEN 'schedule_inactive'
+           WHEN w.opens_at > p_now THEN 'window'
+           ELSE 'claim'
+         END,
+         w.opens_at
+  FROM (SELECT) AS one
+  LEFT JOIN mailroom.suppressions s ON s.address_key = mailroom._address_key(p_to_address)
+  LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
+  LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id
+  CROSS JOIN LATERAL (
+    SELECT CASE
+             WHEN k.window_start IS NOT NULL
+               THEN mailroom._window_open(coalesce(p_recipient_zone, k.time_zone), k.window_start, k.window_end, p_now)
+             WHEN sc.window_start IS NOT NULL
+               THEN mailroom._window_open(coalesce(p_recipient_zone, sc.time_zone), sc.window_start, sc.window_end, p_now)
+             ELSE p_now
+           END AS opens_at
+  ) AS w
+$$;
+ALTER FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) IS
+  'Internal (inlined into claim_batch): claim, suppressed, campaign_cancelled, paused, schedule_inactive or window (with the window''s next opening) for a mail to p_to_address of that campaign or schedule at p_now.';
+
+CREATE FUNCTION mailroom._claim_batch(
   p_worker text,
   p_limit  integer     DEFAULT 100,
   p_lease  interval    DEFAULT '5 minutes',
@@ -38,228 +114,338 @@ RETURNS TABLE (
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- Plan with the real limit every time: a generic plan guesses LIMIT $1 at 10%
--- of the table and can pick a hash join over all of it.
-SET plan_cache_mode = force_custom_plan
+-- Every join is a key lookup for a few dozen candidates: nested loops over
+-- index scans, whatever a cached generic plan guesses for LIMIT $1 (10% of
+-- the table, which made v0.3 re-plan every call with force_custom_plan).
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+-- ... and never JIT-compiled: a disabled plan node costs 1e10, far above jit_above_cost.
+SET jit = off
+-- With those plans fixed, one generic plan per statement and session: a
+-- custom plan would be made again on every call (its estimate looks cheaper).
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
   v_token       uuid := gen_random_uuid();
-  v_budget      integer := p_limit;      -- what the sender limit allows this claim
-  v_scan        integer;                 -- candidates to look at
-  v_snd_names   text[] := '{}';          -- limited senders in play, and what each allows now
-  v_snd_caps    integer[] := '{}';
-  v_snd_blocked text[] := '{}';          -- ... those at their limit
-  v_dom_limited boolean;                 -- any domain limit configured?
-  v_dom_default integer;                 -- what the default allows a domain with no sends yet (NULL: no limit)
-  v_dom_names   text[] := '{}';          -- domains with a row or recent sends, and what each allows now
-  v_dom_caps    integer[] := '{}';
-  v_dom_blocked text[] := '{}';          -- ... those at their limit
-  v_def_second  integer;
+  v_limited     boolean;                 -- any sender or domain limit in play?
+  v_dom_limited boolean;
+  v_def_second  integer;                 -- the default domain limit ('*')
   v_def_minute  integer;
-  v_slot_second bigint;
-  v_slot_minute bigint;
-  v_keys        text[];                  -- the budgets this claim spent
+  v_round       integer := 0;
+  v_want        integer;                 -- still to claim
+  v_scan        integer;                 -- candidates to look at this round
+  v_n           integer;
+  -- limited claims: candidates, budgets, picks
+  v_cid         bigint[];
+  v_cdom        text[];
+  v_csnd        text[];
+  v_pick        bigint[] := '{}';
+  v_snd_keys    text[];
+  v_snd_lims    integer[];
+  v_snd_wins    interval[];
+  v_snd_names   text[] := '{}';
+  v_snd_caps    integer[] := '{}';
+  v_snd_blocked text[] := '{}';
+  v_dom_keys    text[];
+  v_dom_lims    integer[];
+  v_dom_wins    interval[];
+  v_dom_names   text[] := '{}';
+  v_dom_caps    integer[] := '{}';
+  v_dom_blocked text[] := '{}';
+  v_keys        text[];
   v_counts      integer[];
   v_windows     interval[];
-  v_row         record;
-  v_available   integer;
 BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
+      current_setting('transaction_isolation') USING ERRCODE = '0A000';
+  END IF;
   IF p_worker IS NULL OR p_worker = '' OR length(p_worker) > 200 THEN
     RAISE EXCEPTION 'mailroom: worker: must be 1 to 200 characters' USING ERRCODE = '22023';
   END IF;
-  PERFORM mailroom._check_range('limit', p_limit, 1, 10000);
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    PERFORM mailroom._check_range('limit', p_limit, 1, 10000);
+  END IF;
   PERFORM mailroom._check_lease(p_lease);
 
-  -- Send rates (docs/cache-and-rate-limits.md). Without any configured limit
-  -- none of this locks anything, and claims never wait for each other.
-  --
-  -- 1. Senders: lock each limited sender's budget rows (in name order, so
-  --    claims cannot deadlock) and see what it allows now. Claims for one
-  --    limited sender therefore take turns; each is a few milliseconds.
-  FOR v_row IN
-    SELECT s.name, s.max_per_second, s.max_per_minute
-    FROM mailroom.senders s
-    WHERE (p_sender IS NULL OR s.name = p_sender)
-      AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL)
-    ORDER BY s.name
-  LOOP
-    v_available := coalesce(mailroom._send_rate_available(
-      'mailroom/sender/' || v_row.name, v_row.max_per_second, v_row.max_per_minute, p_now), 2147483647);
-    v_snd_names := v_snd_names || v_row.name;
-    v_snd_caps := v_snd_caps || v_available;
-    IF v_available = 0 THEN
-      v_snd_blocked := v_snd_blocked || v_row.name;
-    END IF;
-  END LOOP;
-  IF p_sender IS NOT NULL AND cardinality(v_snd_caps) = 1 THEN
-    v_budget := least(v_budget, v_snd_caps[1]);
-    IF v_budget = 0 THEN
-      RETURN;  -- at its limit: nothing to scan
-    END IF;
-  END IF;
-
-  -- 2. Domains: one claim at a time counts domain sends (a transaction-level
-  --    advisory lock, so also the first send to a new domain is counted
-  --    exactly); what each domain allows now comes from one statement over
---    the domains with a row of their own or recent sends.
+  -- Which budgets can matter for this claim? Without any, the claim locks
+  -- nothing but its rows, and claims never wait for each other.
   SELECT d.max_per_second, d.max_per_minute INTO v_def_second, v_def_minute
   FROM mailroom.domain_limits d WHERE d.domain = '*';
   v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
     OR EXISTS (SELECT FROM mailroom.domain_limits d
                WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL));
-  IF v_dom_limited THEN
-    PERFORM pg_advisory_xact_lock(1835100525, 1);  -- 'mail' + 1: send-rate lock space
-    v_dom_default := least(v_def_second, v_def_minute);
-    v_slot_second := mailroom._rate_slot(p_now, interval '1 second');
-    v_slot_minute := mailroom._rate_slot(p_now, interval '1 minute');
-    SELECT coalesce(array_agg(k.domain), '{}'),
-           coalesce(array_agg(coalesce(k.cap, 2147483647)), '{}'),
-           coalesce(array_agg(k.domain) FILTER (WHERE k.cap = 0), '{}')
-      INTO v_dom_names, v_dom_caps, v_dom_blocked
-    FROM (
-      SELECT dom.domain,
-             least(CASE WHEN lim.per_second IS NULL THEN NULL
-                        WHEN us.newest - 50 > v_slot_second THEN 0  -- p_now too far behind to judge
-                        ELSE greatest(lim.per_second - us.used, 0) END,
-                   CASE WHEN lim.per_minute IS NULL THEN NULL
-                        WHEN um.newest - 50 > v_slot_minute THEN 0
-                        ELSE greatest(lim.per_minute - um.used, 0) END) AS cap
-      FROM (SELECT d.domain FROM mailroom.domain_limits d WHERE d.domain <> '*'
-            UNION
-            SELECT left(substr(r.key, 17), -2) FROM mailroom.rate_limits r
-            WHERE starts_with(r.key, 'mailroom/domain/')) AS dom
-      LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain
-      CROSS JOIN LATERAL (SELECT CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END AS per_second,
-                                 CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END AS per_minute) AS lim
-      LEFT JOIN mailroom.rate_limits rs ON rs.key = 'mailroom/domain/' || dom.domain || '/s'
-                                       AND rs.algorithm = 'sliding' AND rs.window_length = interval '1 second'
-      LEFT JOIN mailroom.rate_limits rm ON rm.key = 'mailroom/domain/' || dom.domain || '/m'
-                                       AND rm.algorithm = 'sliding' AND rm.window_length = interval '1 minute'
-      CROSS JOIN LATERAL mailroom._rate_slots_used(rs.slots, rs.slot_hits, v_slot_second) AS us
-      CROSS JOIN LATERAL mailroom._rate_slots_used(rm.slots, rm.slot_hits, v_slot_minute) AS um
-    ) AS k;
-  END IF;
+  SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
+         coalesce(array_agg(k.win ORDER BY k.key), '{}')
+    INTO v_snd_keys, v_snd_lims, v_snd_wins
+  FROM mailroom.senders s
+  CROSS JOIN LATERAL (VALUES ('mailroom/sender/' || s.name || '/s', s.max_per_second, interval '1 second'),
+                             ('mailroom/sender/' || s.name || '/m', s.max_per_minute, interval '1 minute'))
+    AS k(key, lim, win)
+  WHERE (p_sender IS NULL OR s.name = p_sender) AND k.lim IS NOT NULL;
+  v_limited := v_dom_limited OR cardinality(v_snd_keys) > 0;
 
-  -- Under per-sender or per-domain caps some candidates are passed over:
-  -- look at more of them so the batch still fills.
-  v_scan := CASE WHEN v_dom_limited OR (p_sender IS NULL AND cardinality(v_snd_names) > 0)
-                 THEN least(v_budget * 2, 10000) ELSE v_budget END;
+  v_want := p_limit;
+  WHILE v_want > 0 AND v_round < 3 LOOP
+    v_round := v_round + 1;
+    v_scan := v_want;
 
-  -- 3. The claim: one statement. Priorities are walked from the highest down
-  -- (a loose index scan over the claim index); within each, due mail is taken
-  -- oldest first and locked with SKIP LOCKED, leaving out senders and domains
-  -- at their limit. Walking per priority keeps a large batch of high-priority
-  -- mail scheduled for later from being scanned on every claim. Of the
-  -- candidates, each domain and sender gets no more than it allows now.
-  RETURN QUERY
-  WITH RECURSIVE priorities AS (
-    (SELECT m.priority FROM mailroom.messages m
-     WHERE m.status = 'queued'
-     ORDER BY m.priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT m.priority FROM mailroom.messages m
-            WHERE m.status = 'queued' AND m.priority < p.priority
-            ORDER BY m.priority DESC LIMIT 1)
-    FROM priorities p
-    WHERE p.priority IS NOT NULL
-  ),
-  candidates AS (
-    SELECT due.id, due.priority, due.run_at, due.sender, due.to_domain
-    FROM priorities p
-    CROSS JOIN LATERAL (
-      SELECT m.id, m.priority, m.run_at, m.sender, m.to_domain FROM mailroom.messages m
-      WHERE m.status = 'queued'
-        AND m.priority = p.priority
-        AND m.run_at <= p_now
-        AND (p_sender IS NULL OR m.sender = p_sender)
-        AND m.sender <> ALL (v_snd_blocked)
-        AND m.to_domain <> ALL (v_dom_blocked)
-      ORDER BY m.run_at, m.id
-      LIMIT v_scan
-      FOR UPDATE SKIP LOCKED
-    ) due
-    LIMIT v_scan
-  ),
-  picked AS (
-    SELECT c.id
-    FROM (SELECT c.id, c.priority, c.run_at, c.sender, c.to_domain,
-                 row_number() OVER (PARTITION BY c.to_domain ORDER BY c.priority DESC, c.run_at, c.id) AS nth_to_domain,
-                 row_number() OVER (PARTITION BY c.sender ORDER BY c.priority DESC, c.run_at, c.id) AS nth_of_sender
-          FROM candidates c) AS c
-    LEFT JOIN unnest(v_dom_names, v_dom_caps) AS dc(domain, cap) ON dc.domain = c.to_domain
-    LEFT JOIN unnest(v_snd_names, v_snd_caps) AS sc(name, cap) ON sc.name = c.sender
-    WHERE c.nth_to_domain <= coalesce(dc.cap, v_dom_default, 2147483647)
-      AND c.nth_of_sender <= coalesce(sc.cap, 2147483647)
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT v_budget
-  ),
-  claimed AS (
-    UPDATE mailroom.messages m
-    SET status       = 'sending',
-        attempts     = m.attempts + 1,
-        lease_token  = v_token,
-        leased_until = p_now + p_lease,
-        worker       = p_worker,
-        claimed_at   = greatest(p_now, m.updated_at),
-        updated_at   = greatest(p_now, m.updated_at)
-    FROM picked
-    WHERE m.id = picked.id
-    RETURNING m.*
-  )
-  SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
-         c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
-         c.template_key, c.template_vars, c.on_ambiguous
-  FROM claimed c
-  ORDER BY c.priority DESC, c.run_at, c.id;
+    IF v_limited THEN
+      -- 1. Senders: lock their budget rows (sender keys always before domain
+      --    keys, each set in key order) and see what each allows now.
+      IF cardinality(v_snd_keys) > 0 THEN
+        SELECT coalesce(array_agg(x.name), '{}'), coalesce(array_agg(x.cap), '{}'),
+               coalesce(array_agg(x.name) FILTER (WHERE x.cap = 0), '{}')
+          INTO v_snd_names, v_snd_caps, v_snd_blocked
+        FROM (SELECT left(substr(b.key, 17), -2) AS name, min(b.available) AS cap
+              FROM mailroom._send_budgets(v_snd_keys, v_snd_lims, v_snd_wins, p_now) AS b
+              GROUP BY 1) AS x;
+        IF p_sender IS NOT NULL THEN
+          v_want := least(v_want, coalesce(v_snd_caps[1], v_want));
+          EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
+        END IF;
+      END IF;
+      -- Each candidate's domain costs a budget lookup: look at as many as
+      -- are wanted; a round that budgets held back is followed by another
+      -- that leaves those domains out.
+      v_scan := v_want;
 
-  -- 4. Spend the budgets on what was claimed, before the locks go at commit,
-  --    in one statement for all of them. This batch is found through the
-  --    reclaim index (status 'sending', its leased_until) and its token.
-  IF cardinality(v_snd_names) > 0 OR v_dom_limited THEN
-    WITH batch AS (
-      SELECT m.sender, m.to_domain
-      FROM mailroom.messages m
-      WHERE m.status = 'sending' AND m.leased_until = p_now + p_lease AND m.lease_token = v_token
-    ),
-    spent AS (
-      SELECT 'mailroom/sender/' || b.sender AS prefix, count(*)::integer AS n,
-             s.max_per_second AS per_second, s.max_per_minute AS per_minute
-      FROM batch b
-      JOIN mailroom.senders s ON s.name = b.sender
-      WHERE b.sender = ANY (v_snd_names)
-      GROUP BY b.sender, s.max_per_second, s.max_per_minute
-      UNION ALL
-      SELECT 'mailroom/domain/' || b.to_domain, count(*)::integer,
-             CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END,
-             CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
-      FROM batch b
-      LEFT JOIN mailroom.domain_limits e ON e.domain = b.to_domain
-      WHERE v_dom_limited
-      GROUP BY b.to_domain, e.domain, e.max_per_second, e.max_per_minute
-    )
-    SELECT coalesce(array_agg(sp.prefix || w.suffix), '{}'), coalesce(array_agg(sp.n), '{}'),
-           coalesce(array_agg(w.win), '{}')
-      INTO v_keys, v_counts, v_windows
-    FROM spent sp
-    CROSS JOIN LATERAL (VALUES ('/s', interval '1 second', sp.per_second),
-                               ('/m', interval '1 minute', sp.per_minute)) AS w(suffix, win, lim)
-    WHERE w.lim IS NOT NULL;
-    IF cardinality(v_keys) > 0 THEN
-      PERFORM mailroom._send_rate_record(v_keys, v_counts, v_windows, p_now);
+      -- 2. The candidates, locked, in claim order, with their domains.
+      SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(t.to_domain ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}')
+        INTO v_cid, v_cdom, v_csnd
+      FROM (
+        WITH RECURSIVE priorities AS (
+          (SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' ORDER BY q.priority DESC LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.priority FROM mailroom.queue q
+                  WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
+          FROM priorities p WHERE p.priority IS NOT NULL
+        )
+        SELECT due.* FROM priorities p
+        CROSS JOIN LATERAL (
+          SELECT q.id, q.priority, q.run_at, q.sender FROM mailroom.queue q
+          WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
+            AND (p_sender IS NULL OR q.sender = p_sender)
+            AND q.sender <> ALL (v_snd_blocked)
+            AND (cardinality(v_dom_blocked) = 0
+                 OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
+          ORDER BY q.run_at, q.id
+          LIMIT v_scan
+          FOR UPDATE SKIP LOCKED
+        ) AS due
+        LIMIT v_scan
+      ) AS c
+      JOIN mailroom.contents t ON t.id = c.id;
+      EXIT WHEN cardinality(v_cid) = 0;
+
+      -- 3. Domains: the budgets of the candidates' limited domains only.
+      IF v_dom_limited THEN
+        SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
+               coalesce(array_agg(k.win ORDER BY k.key), '{}')
+          INTO v_dom_keys, v_dom_lims, v_dom_wins
+        FROM (SELECT DISTINCT d.domain FROM unnest(v_cdom) AS d(domain) WHERE d.domain <> ALL (v_dom_blocked)) AS dom
+        LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain
+        CROSS JOIN LATERAL (
+          VALUES ('mailroom/domain/' || dom.domain || '/s',
+                  CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END, interval '1 second'),
+                 ('mailroom/domain/' || dom.domain || '/m',
+                  CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END, interval '1 minute')
+        ) AS k(key, lim, win)
+        WHERE k.lim IS NOT NULL;
+        SELECT coalesce(array_agg(x.domain), '{}'), coalesce(array_agg(x.cap), '{}')
+          INTO v_dom_names, v_dom_caps
+        FROM (SELECT left(substr(b.key, 17), -2) AS domain, min(b.available) AS cap  -- 'mailroom/domain/' <domain> '/s'
+              FROM mailroom._send_budgets(v_dom_keys, v_dom_lims, v_dom_wins, p_now) AS b
+              GROUP BY 1) AS x;
+      END IF;
+
+      -- 4. Pick: in claim order, each domain and sender no more than it
+      --    allows now. Domains and senders that held mail back are left out
+      --    of the next round's scan.
+      SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.ok AND p.nth <= v_want), '{}'),
+             v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE NOT p.dom_ok), '{}'),
+             v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
+        INTO v_pick, v_dom_blocked, v_snd_blocked
+      FROM (
+        SELECT c.id, c.ord, c.domain, c.sender, c.dom_ok, c.snd_ok, c.dom_ok AND c.snd_ok AS ok,
+               count(*) FILTER (WHERE c.dom_ok AND c.snd_ok) OVER (ORDER BY c.ord) AS nth
+        FROM (
+          SELECT u.id, u.ord, u.domain, u.sender,
+                 row_number() OVER (PARTITION BY u.domain ORDER BY u.ord) <= coalesce(dc.cap, 2147483647) AS dom_ok,
+                 row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(sc.cap, 2147483647) AS snd_ok
+          FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
+          LEFT JOIN unnest(v_dom_names, v_dom_caps) AS dc(domain, cap) ON dc.domain = u.domain
+          LEFT JOIN unnest(v_snd_names, v_snd_caps) AS sc(name, cap) ON sc.name = u.sender
+        ) AS c
+      ) AS p;
     END IF;
-  END IF;
+
+    -- 5. The gate and the claim, one statement. (The candidates are locked
+    --    by this transaction, so the statements that move them name no
+    --    status: a condition the planner could match to a partial index
+    --    might lead a cached plan to walk that index instead of looking up
+    --    each candidate by key.) Without limits the
+    --    candidates are scanned and locked here: highest priority first (a
+    --    loose index scan over the claim index, so a large batch of
+    --    high-priority mail scheduled for later is not scanned on every
+    --    claim), then oldest due. With limits they are the rows locked in 2,
+    --    and only the picked ones may be claimed.
+    RETURN QUERY
+    WITH RECURSIVE priorities AS (
+      (SELECT q.priority FROM mailroom.queue q WHERE NOT v_limited AND q.status = 'queued'
+       ORDER BY q.priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT q.priority FROM mailroom.queue q
+              WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
+      FROM priorities p WHERE p.priority IS NOT NULL
+    ),
+    candidates AS (
+      (SELECT due.id FROM priorities p
+       CROSS JOIN LATERAL (
+         SELECT q.id FROM mailroom.queue q
+         WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
+           AND (p_sender IS NULL OR q.sender = p_sender)
+         ORDER BY q.run_at, q.id
+         LIMIT v_scan
+         FOR UPDATE SKIP LOCKED
+       ) AS due
+       LIMIT v_scan)
+      UNION ALL
+      SELECT u.id FROM unnest(v_cid) AS u(id) WHERE v_limited
+    ),
+    gated AS (
+      SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
+             t.template_key, t.template_vars, t.campaign_id, g.verdict, g.opens_at
+      FROM candidates c
+      JOIN mailroom.contents t ON t.id = c.id
+      CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+    ),
+    claimed AS (
+      UPDATE mailroom.queue q
+      SET status       = 'sending',
+          attempts     = q.attempts + 1,
+          lease_token  = v_token,
+          leased_until = p_now + p_lease,
+          worker       = p_worker,
+          claimed_at   = greatest(p_now, q.updated_at),
+          updated_at   = greatest(p_now, q.updated_at)
+      FROM gated g
+      WHERE q.id = g.id AND g.verdict = 'claim' AND (NOT v_limited OR g.id = ANY (v_pick))
+      RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
+                g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
+                q.on_ambiguous, q.priority, q.run_at
+    ),
+    stopped AS (
+      DELETE FROM mailroom.queue q
+      USING gated g
+      WHERE q.id = g.id AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
+      RETURNING q.id, q.attempts, q.last_error, g.verdict
+    ),
+    stopped_ledger AS (
+      INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+      SELECT s.id, s.attempts, p_now, 'cancelled', 'cancelled', s.verdict, s.last_error
+      FROM stopped s
+    ),
+    held AS (
+      UPDATE mailroom.queue q
+      SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
+      FROM gated g
+      WHERE q.id = g.id AND g.verdict = 'paused'
+        AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
+    ),
+    retimed AS (
+      UPDATE mailroom.queue q
+      SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
+      FROM gated g
+      WHERE q.id = g.id AND g.verdict = 'window'
+    )
+    SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
+           c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
+           c.template_key, c.template_vars, c.on_ambiguous
+    FROM claimed c
+    ORDER BY c.priority DESC, c.run_at, c.id;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_want := v_want - v_n;
+
+    IF v_limited THEN
+      -- 6. Spend the budgets on what was claimed, before the locks go at commit.
+      IF v_n > 0 THEN
+        -- What this round claimed (the gate may have refused a pick) ...
+        SELECT coalesce(array_agg(q.id), '{}') INTO v_pick
+        FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
+        -- ... counted against each limited key of its domain and sender.
+        SELECT coalesce(array_agg(s.key ORDER BY s.key), '{}'), coalesce(array_agg(s.n ORDER BY s.key), '{}'),
+               coalesce(array_agg(s.win ORDER BY s.key), '{}')
+          INTO v_keys, v_counts, v_windows
+        FROM (SELECT k.key, k.win, count(*)::integer AS n
+              FROM unnest(v_cid, v_cdom, v_csnd) AS u(id, domain, sender)
+              CROSS JOIN LATERAL (VALUES ('mailroom/domain/' || u.domain || '/s', interval '1 second'),
+                                         ('mailroom/domain/' || u.domain || '/m', interval '1 minute'),
+                                         ('mailroom/sender/' || u.sender || '/s', interval '1 second'),
+                                         ('mailroom/sender/' || u.sender || '/m', interval '1 minute')) AS k(key, win)
+              WHERE u.id = ANY (v_pick) AND (k.key = ANY (v_dom_keys) OR k.key = ANY (v_snd_keys))
+              GROUP BY k.key, k.win) AS s;
+        IF cardinality(v_keys) > 0 THEN
+          PERFORM mailroom._send_rate_record(v_keys, v_counts, v_windows, p_now);
+        END IF;
+      END IF;
+      -- Another round only if a budget held candidates back (the others
+      -- were claimed or moved by the gate) or the scan was cut short.
+      EXIT WHEN cardinality(v_dom_blocked) = 0 AND cardinality(v_snd_blocked) = 0 AND cardinality(v_cid) < v_scan;
+    ELSE
+      -- Everything scanned was claimed or moved by the gate: look again only
+      -- if this round came back short (the queue may be drained).
+      EXIT WHEN v_n = 0 AND v_round >= 2;
+    END IF;
+  END LOOP;
 END
 $$;
-ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) TO mailroom_runner;
-COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) IS
-  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt, stamped no earlier than the row''s last change; its ledger row is written when the lease ends. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
+ALTER FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz) IS
+  'Owner-only twin of claim_batch with a pinned clock (tests).';
 
-COMMENT ON TABLE mailroom.attempts IS
-  'The delivery ledger: one row per claim of a message and what became of it, written when the claim ends (while in flight the lease is on the message). Duplicates and replays show here.';
-COMMENT ON COLUMN mailroom.attempts.outcome IS
-  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL only on a row opened by a claim_batch before v0.3.0 whose lease has not ended.';
+CREATE FUNCTION mailroom.claim_batch(
+  p_worker text,
+  p_limit  integer  DEFAULT 100,
+  p_lease  interval DEFAULT '5 minutes',
+  p_sender text     DEFAULT NULL
+)
+RETURNS TABLE (
+  id            bigint,
+  lease_token   uuid,
+  leased_until  timestamptz,
+  delivery_key  text,
+  attempt       integer,
+  max_attempts  integer,
+  sender        text,
+  to_address    text,
+  subject       text,
+  body_text     text,
+  body_html     text,
+  headers       jsonb,
+  template_key  text,
+  template_vars jsonb,
+  on_ambiguous  text
+)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  -- plpgsql, not SQL: the call's plan is kept for the session (a SQL
+  -- function's body is planned again on every call).
+  RETURN QUERY SELECT * FROM mailroom._claim_batch(p_worker, p_limit, p_lease, p_sender, now());
+END
+$$;
+ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text) IS
+  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. The one gate: suppressed mail, mail of a cancelled campaign or an inactive schedule is finished cancelled, mail of a paused campaign is held, mail outside its send window is moved to its next opening, and none of it is returned. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners). Each claim counts an attempt; its ledger row is written when the lease ends. READ COMMITTED only.';
 
 COMMIT;

@@ -1,38 +1,94 @@
 -- Deploy mailroom:mark_outcomes to pg
--- requires: mark_outcomes@v0.2.0
+-- requires: mark_outcomes@v0.3.0
+-- requires: split_messages
 
--- The ledger is written once per attempt, when the attempt ends. Until v0.2.0
--- claim_batch inserted an open row and mark_outcomes updated it: two writes of
--- one row per mail, the second never HOT (the ledger's partial indexes name
--- the columns it sets), which cost more than the claim and the report
--- together (bench/drain.py's breakdown). The open lease is on the message
--- (lease_token, worker, claimed_at, attempts) until it ends; then one insert
--- records it. Rows opened by an older claim_batch are still completed here.
+-- v0.4: outcomes on the split tables (see split_messages).
+--
+-- - A final outcome (sent; failed; retry or ambiguous with the attempts
+--   spent) finishes the mail: its queue row is deleted and the attempt's
+--   ledger row, inserted in the same statement, is its finishing row
+--   (finished_as, status_reason, last_error).
+-- - A retry goes back to queued with backoff, an ambiguous outcome to review
+--   or queued (on_ambiguous). Nothing here checks suppressions, pauses or
+--   schedules: the gate in claim_batch does, at the next claim, so nothing
+--   decided while the mail was in flight can be escaped (issue 13, holes 1
+--   and 2). A hard bounce (5.1.x) adds the suppression; the gate stops every
+--   other mail to the address.
+-- - A report whose lease no longer matches writes only the ledger: it
+--   completes the row reclaim or release wrote (stale), and a late 'sent'
+--   settles mail still waiting (queued, review, paused) as sent.
+--
+-- Duplicates (a successful report for mail that already had one) must be
+-- flagged whatever the interleaving. Concurrent reports for one message
+-- serialise on its queue row, and the probe for an earlier success runs in
+-- a statement that starts after that row lock is held, so under READ
+-- COMMITTED it sees the other report once it committed. Under REPEATABLE
+-- READ the snapshot is older than the lock, so these functions refuse to
+-- run there (issue 13, hole 3). The probe is needed only where an earlier
+-- success can exist: a lost lease, or mail that was handed out before
+-- (attempts > 1, or a status_reason left by whatever handed it back: a
+-- release, which does not count the attempt, or an operator's retry, which
+-- resets the count). The first claim of fresh mail reported on its live
+-- lease (nearly every report) is applied by one statement with no ledger
+-- read and no separate row lock (the DELETE or UPDATE locks the row it
+-- changes).
+--
+-- No p_now on what runners execute (issue 13, hole 4): mark_outcomes and
+-- mark_outcome use the database clock; the owner-only twins _mark_outcomes
+-- and _mark_outcome take p_now for tests.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.mark_outcomes(p_results jsonb, p_now timestamptz DEFAULT now())
+DROP FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz);
+DROP FUNCTION mailroom.mark_outcomes(jsonb, timestamptz);
+
+CREATE OR REPLACE FUNCTION mailroom._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE sql VOLATILE
+SET search_path = mailroom, pg_temp
+AS $$
+  -- Exponential backoff with "equal jitter": half the delay is fixed, half
+  -- random, so a burst of failures does not come back as a burst.
+  SELECT make_interval(secs =>
+    least(extract(epoch FROM mailroom._setting('retry_backoff_base')::interval)
+            * power(2, least(greatest(p_attempts - 1, 0), 30)),
+          extract(epoch FROM mailroom._setting('retry_backoff_max')::interval))
+    * (0.5 + random() * 0.5))
+$$;
+ALTER FUNCTION mailroom._retry_delay(integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._retry_delay(integer) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._retry_delay(integer) IS
+  'Internal: delay before the next try after p_attempts attempts: base * 2^(attempts-1), capped, with jitter.';
+
+CREATE FUNCTION mailroom._mark_outcomes(p_results jsonb, p_now timestamptz DEFAULT now())
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- Every lookup is by a given key (a report's message id and lease token):
--- plan each call with the table's real size, and only as nested loops over
--- index lookups. A hash join over the ledger, which a plan made while the
--- ledger was small (or freshly truncated) picks, reads the whole ledger on
--- every call: bench/drain.py's SQL went from 15,000 to 10,000 mails/s at
--- 100,000 mails, slower as the ledger grew (see also v0.2.0).
-SET plan_cache_mode = force_custom_plan
+-- Every lookup is by a given key (a report's message id, its lease token):
+-- nested loops over index lookups, whatever the tables' sizes were when a
+-- plan was cached. (v0.3 re-planned every statement of every call for the
+-- same purpose, about 1 ms a call; these settings cost a few microseconds.)
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+-- ... and never JIT-compiled: a disabled plan node costs 1e10, far above jit_above_cost.
+SET jit = off
+-- With those plans fixed, one generic plan per statement and session: a
+-- custom plan would be made again on every call (its estimate looks cheaper).
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_index   bigint;
   v_problem text;
-  v_applied integer;
-  v_bounced text[];
+  v_applied integer := 0;
+  v_n       integer;
+  v_total   integer;
 BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'mailroom: transaction_isolation: mark_outcomes runs only under READ COMMITTED, not %',
+      current_setting('transaction_isolation') USING ERRCODE = '0A000';
+  END IF;
   IF p_results IS NULL OR jsonb_typeof(p_results) <> 'array' THEN
     RAISE EXCEPTION 'mailroom: results: must be a JSON array of outcome objects'
       USING ERRCODE = '22023';
@@ -78,134 +134,227 @@ BEGIN
   IF FOUND THEN
     RAISE EXCEPTION 'mailroom: results: id % appears more than once', v_problem USING ERRCODE = '22023';
   END IF;
+  v_total := jsonb_array_length(p_results);
 
-  -- Lock the messages first (in id order, so batches cannot deadlock): a
-  -- concurrent report for the same message then waits, and the statement
-  -- below sees its ledger row, so a second successful send is always flagged.
-  PERFORM 1 FROM mailroom.messages m
-  WHERE m.id IN (SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(p_results) AS e)
-  ORDER BY m.id
-  FOR UPDATE;
+  -- Pass 1 applies the reports of the first claim of fresh mail; pass 2,
+  -- only if some report is left, first locks the queue rows of all (in id
+  -- order, so batches cannot deadlock) and then applies the live ones with
+  -- the duplicate probe. See the header for why the lock comes first.
+  FOR v_pass IN 1 .. 2 LOOP
+    IF v_pass = 2 THEN
+      EXIT WHEN v_applied = v_total;
+      PERFORM FROM mailroom.queue q
+      WHERE q.id IN (SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(p_results) AS e)
+      ORDER BY q.id
+      FOR UPDATE;
+      -- Mail that already finished has no queue row: late reports for it
+      -- serialise on its finishing ledger row instead.
+      PERFORM FROM mailroom.attempts a
+      WHERE a.message_id IN (SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(p_results) AS e)
+        AND a.finished_as IS NOT NULL
+      ORDER BY a.message_id
+      FOR UPDATE;
+    END IF;
 
-  -- One row per report, joined to its (locked) message by primary key.
-  WITH input AS (
-    SELECT r.*, m.to_address, m.delivery_key, m.worker, m.claimed_at,
-      m.status = 'sending' AND m.lease_token = r.token AS is_live,
-      CASE
-        WHEN r.outcome = 'sent' THEN 'sent'
-        WHEN r.outcome = 'failed' THEN 'failed'
-        WHEN r.outcome = 'ambiguous' AND m.on_ambiguous = 'review' THEN 'review'
-        WHEN m.attempts >= m.max_attempts THEN 'failed'
-        ELSE 'queued'
-      END AS new_status,
-      -- A report for a lease that was lost: if it says the mail went out and
-      -- the message is not sent or being sent again, that settles it.
-      r.outcome = 'sent'
-        AND m.status IN ('queued', 'review', 'failed', 'paused', 'cancelled')
+    WITH r AS (
+      SELECT * FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
+                                                         smtp_enhanced text, detail text, provider_id text)
+    ),
+    -- Final outcomes leave the hot queue ... (A live lease: its token, and a
+    -- deadline, which the table's check constraint allows only while
+    -- sending. Written so, and not as status = 'sending', the condition
+    -- cannot lead a cached plan to walk the reclaim index over every lease
+    -- in flight: each report is one primary-key lookup.)
+    finished AS (
+      DELETE FROM mailroom.queue q
+      USING r
+      WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
+        AND (v_pass = 2 OR (q.attempts = 1 AND q.status_reason IS NULL))
+        AND (r.outcome IN ('sent', 'failed')
+             OR (q.attempts >= q.max_attempts AND NOT (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review')))
+      RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, r.token, r.outcome, r.smtp_code,
+                r.smtp_enhanced, r.detail, r.provider_id
+    ),
+    -- ... the others stay live, for the gate of the next claim.
+    kept AS (
+      UPDATE mailroom.queue q
+      SET status        = CASE WHEN r.outcome = 'ambiguous' AND q.on_ambiguous = 'review' THEN 'review' ELSE 'queued' END,
+          status_reason = CASE WHEN r.outcome = 'ambiguous' AND q.on_ambiguous = 'review' THEN 'ambiguous outcome'
+                               ELSE 'retry' END,
+          run_at        = CASE WHEN r.outcome = 'ambiguous' AND q.on_ambiguous = 'review' THEN q.run_at
+                               ELSE p_now + mailroom._retry_delay(q.attempts) END,
+          lease_token   = NULL,
+          leased_until  = NULL,
+          last_error    = left(concat_ws(' ', r.smtp_code, r.smtp_enhanced, r.detail), 1000),
+          updated_at    = p_now
+      FROM r
+      WHERE q.id = r.id AND q.lease_token = r.token AND q.leased_until IS NOT NULL
+        AND (v_pass = 2 OR (q.attempts = 1 AND q.status_reason IS NULL))
+        AND r.outcome IN ('retry', 'ambiguous')
+        AND (q.attempts < q.max_attempts OR (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review'))
+      RETURNING q.id, q.attempts, q.worker, q.claimed_at, r.token, r.outcome, r.smtp_code, r.smtp_enhanced,
+                r.detail, r.provider_id
+    ),
+    ledger AS (
+      INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
+                                     reported, outcome, smtp_code, smtp_enhanced, smtp_text, provider_id, duplicate,
+                                     finished_as, status_reason, last_error)
+      SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now,
+             f.outcome, f.outcome, f.smtp_code, f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255),
+             f.outcome = 'sent' AND v_pass = 2
+               AND EXISTS (SELECT FROM mailroom.attempts p WHERE p.message_id = f.id AND p.reported = 'sent'),
+             CASE WHEN f.outcome = 'sent' THEN 'sent' ELSE 'failed' END,
+             CASE WHEN f.outcome = 'sent' THEN NULL
+                  WHEN f.outcome = 'failed' THEN 'permanent failure'
+                  ELSE 'attempts exhausted' END,
+             CASE WHEN f.outcome = 'sent' THEN f.last_error
+                  ELSE left(concat_ws(' ', f.smtp_code, f.smtp_enhanced, f.detail), 1000) END
+      FROM finished f
+      UNION ALL
+      SELECT k.id, k.attempts, k.worker, k.token, k.claimed_at, p_now, p_now,
+             k.outcome, k.outcome, k.smtp_code, k.smtp_enhanced, left(k.detail, 1000), left(k.provider_id, 255),
+             false, NULL, NULL, NULL
+      FROM kept k
+    ),
+    -- A hard bounce suppresses the address; the claim gate then stops every
+    -- other mail to it (no address index needed here).
+    bounced AS (
+      INSERT INTO mailroom.suppressions AS s (address_key, address, reason, source, created_at)
+      SELECT DISTINCT ON (mailroom._address_key(c.to_address))
+             mailroom._address_key(c.to_address), c.to_address, 'hard_bounce',
+             left('smtp ' || concat_ws(' ', f.smtp_code, f.smtp_enhanced, f.detail), 200), p_now
+      FROM finished f
+      JOIN mailroom.contents c ON c.id = f.id
+      WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%'
+      ON CONFLICT (address_key) DO NOTHING
+    )
+    SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept) INTO v_n;
+    v_applied := v_applied + v_n;
+  END LOOP;
+
+  IF v_applied < v_total THEN
+    -- Reports under a lost lease (the rows are locked since pass 2). They
+    -- complete the ledger row that reclaim (expired) or release wrote; one
+    -- already completed, and a token never seen, change nothing. A late
+    -- 'sent' settles mail that waits (queued, review, paused) as sent: it
+    -- leaves the queue and this row finishes it. Mail that finished failed
+    -- by this very attempt's expiry (reclaim, attempts spent) becomes sent.
+    WITH r AS (
+      SELECT * FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
+                                                         smtp_enhanced text, detail text, provider_id text)
+    ),
+    settled AS (
+      DELETE FROM mailroom.queue q
+      USING r
+      WHERE q.id = r.id AND r.outcome = 'sent' AND q.status IN ('queued', 'review', 'paused')
         AND EXISTS (SELECT FROM mailroom.attempts a
                     WHERE a.message_id = r.id AND a.lease_token = r.token AND a.reported IS NULL)
-        AS settles,
-      m.attempts
-    FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, outcome text, smtp_code integer,
-                                            smtp_enhanced text, detail text, provider_id text)
-    JOIN mailroom.messages m ON m.id = r.id
-  ),
-  moved AS (
-    UPDATE mailroom.messages m
-    SET status        = i.new_status,
-        status_reason = CASE i.new_status
-                          WHEN 'queued' THEN 'retry'
-                          WHEN 'review' THEN 'ambiguous outcome'
-                          WHEN 'failed' THEN CASE WHEN i.outcome = 'failed' THEN 'permanent failure'
-                                                  ELSE 'attempts exhausted' END
-                        END,
-        run_at        = CASE WHEN i.new_status = 'queued' THEN p_now + mailroom._retry_delay(i.attempts)
-                             ELSE m.run_at END,
-        lease_token   = NULL,
-        leased_until  = NULL,
-        sent_at       = CASE WHEN i.new_status = 'sent' THEN p_now END,
-        last_error    = CASE WHEN i.outcome = 'sent' THEN m.last_error
-                             ELSE left(concat_ws(' ', i.smtp_code, i.smtp_enhanced, i.detail), 1000) END,
-        updated_at    = p_now
-    FROM input i
-    WHERE m.id = i.id AND i.is_live
-    RETURNING m.id
-  ),
-  settled AS (
-    UPDATE mailroom.messages m
-    SET status = 'sent', status_reason = 'late outcome', sent_at = p_now, updated_at = p_now
-    FROM input i
-    WHERE m.id = i.id AND NOT i.is_live AND i.settles
-    RETURNING m.id
-  ),
-  -- The ledger row of the reported lease. A live lease has none yet: the
-  -- claim left it on the message, and the row is written once, now. A lease
-  -- that ended without a report has one that reclaim wrote (expired), and
-  -- claims made before v0.3.0 have one opened at claim time: those are
-  -- completed. A repeated report (a runner re-sends after a reconnect) finds
-  -- its row reported already and changes nothing.
-  ledger_completed AS (
+      RETURNING q.id, q.last_error
+    )
     UPDATE mailroom.attempts a
-    SET reported      = i.outcome,
-        outcome       = CASE WHEN i.is_live THEN i.outcome ELSE 'stale' END,
-        -- A late report keeps the time its lease expired.
+    SET reported      = r.outcome,
+        outcome       = 'stale',
+        -- A late report keeps the time its lease ended.
         finished_at   = coalesce(a.finished_at, p_now),
         reported_at   = p_now,
-        smtp_code     = i.smtp_code,
-        smtp_enhanced = i.smtp_enhanced,
-        smtp_text     = left(i.detail, 1000),
-        provider_id   = left(i.provider_id, 255),
-        duplicate     = i.outcome = 'sent' AND EXISTS (
-                          SELECT FROM mailroom.attempts prior
-                          WHERE prior.message_id = i.id AND prior.reported = 'sent' AND prior.id <> a.id)
-    FROM input i
-    WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL
-    RETURNING a.message_id
-  ),
-  ledger_written AS (
-    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
-                                   finished_at, reported_at, reported, outcome, smtp_code, smtp_enhanced,
-                                   smtp_text, provider_id, duplicate)
-    SELECT i.id, i.delivery_key, i.attempts, i.worker, i.token, i.claimed_at,
-           p_now, p_now, i.outcome, i.outcome, i.smtp_code, i.smtp_enhanced,
-           left(i.detail, 1000), left(i.provider_id, 255),
-           i.outcome = 'sent' AND EXISTS (SELECT FROM mailroom.attempts prior
-                                          WHERE prior.message_id = i.id AND prior.reported = 'sent')
-    FROM input i
-    -- A live lease has a row only if an older claim_batch opened it, and
-    -- ledger_completed has just completed that one.
-    WHERE i.is_live AND i.id NOT IN (SELECT c.message_id FROM ledger_completed c)
-    RETURNING id
-  ),
-  bounced AS (
-    INSERT INTO mailroom.suppressions AS s (address_key, address, reason, source, created_at)
-    SELECT DISTINCT ON (mailroom._address_key(l.to_address))
-           mailroom._address_key(l.to_address), l.to_address, 'hard_bounce',
-           left('smtp ' || concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.detail), 200), p_now
-    FROM input l
-    WHERE l.is_live AND l.outcome = 'failed' AND l.smtp_enhanced LIKE '5.1.%'
-    ON CONFLICT (address_key) DO NOTHING
-    RETURNING s.address_key
-  )
-  SELECT (SELECT count(*) FROM moved)::integer,
-         (SELECT array_agg(address_key) FROM bounced),
-         (SELECT count(*) FROM settled) + (SELECT count(*) FROM ledger_completed)
-           + (SELECT count(*) FROM ledger_written)
-  INTO v_applied, v_bounced, v_index;
-
-  -- Other mail already queued to a hard-bounced address will bounce too.
-  IF v_bounced IS NOT NULL THEN
-    UPDATE mailroom.messages m
-    SET status = 'cancelled', status_reason = 'suppressed', updated_at = p_now
-    WHERE mailroom._address_key(m.to_address) = ANY (v_bounced)
-      AND m.status IN ('queued', 'paused');
+        smtp_code     = r.smtp_code,
+        smtp_enhanced = r.smtp_enhanced,
+        smtp_text     = left(r.detail, 1000),
+        provider_id   = left(r.provider_id, 255),
+        duplicate     = r.outcome = 'sent' AND EXISTS (
+                          SELECT FROM mailroom.attempts p
+                          WHERE p.message_id = r.id AND p.reported = 'sent' AND p.id <> a.id),
+        finished_as   = CASE WHEN s.id IS NOT NULL OR (r.outcome = 'sent' AND a.finished_as = 'failed') THEN 'sent'
+                             ELSE a.finished_as END,
+        status_reason = CASE WHEN s.id IS NOT NULL OR (r.outcome = 'sent' AND a.finished_as = 'failed') THEN 'late outcome'
+                             ELSE a.status_reason END,
+        last_error    = CASE WHEN s.id IS NOT NULL THEN s.last_error ELSE a.last_error END
+    FROM r
+    LEFT JOIN settled s ON s.id = r.id
+    WHERE a.message_id = r.id AND a.lease_token = r.token AND a.reported IS NULL;
   END IF;
 
   RETURN v_applied;
 END
 $$;
-ALTER FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) OWNER TO mailroom_owner;
-COMMENT ON FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) IS
-  'Record a batch of outcomes [{id, token, outcome: sent|retry|failed|ambiguous, smtp_code, smtp_enhanced, detail, provider_id}] in one call. Returns how many applied. Writes each attempt''s ledger row once, as it ends (the lease lives on the message until then); a report under a lost lease completes the row reclaim wrote (stale) and may settle the message as sent. Planned afresh on every call without sequential scans.';
+ALTER FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) IS
+  'Owner-only twin of mark_outcomes with a pinned clock (tests). Records a batch of outcomes: a final one deletes the queue row and writes the finishing ledger row, a retry or ambiguous outcome writes the attempt''s row and re-queues (or holds for review); a report under a lost lease completes the ledger row reclaim or release wrote (stale) and may settle waiting mail as sent. READ COMMITTED only.';
+
+CREATE FUNCTION mailroom.mark_outcomes(p_results jsonb)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  -- plpgsql, not SQL: the call's plan is kept for the session (a SQL
+  -- function's body is planned again on every call).
+  RETURN mailroom._mark_outcomes(p_results, now());
+END
+$$;
+ALTER FUNCTION mailroom.mark_outcomes(jsonb) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.mark_outcomes(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.mark_outcomes(jsonb) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.mark_outcomes(jsonb) IS
+  'Record a batch of outcomes [{id, token, outcome: sent|retry|failed|ambiguous, smtp_code, smtp_enhanced, detail, provider_id}] in one call; returns how many applied. Sent and failed (and a retry with the attempts spent) finish the mail; a retry re-queues it with backoff for the claim gate; a 5.1.x failure suppresses the address. A report under a lost lease changes nothing but the ledger (stale) or settles waiting mail as sent. A success reported twice for one mail is flagged duplicate. Runs only under READ COMMITTED (SQLSTATE 0A000 otherwise).';
+
+CREATE FUNCTION mailroom._mark_outcome(
+  p_id            bigint,
+  p_token         uuid,
+  p_outcome       text,
+  p_detail        text        DEFAULT NULL,
+  p_smtp_code     integer     DEFAULT NULL,
+  p_smtp_enhanced text        DEFAULT NULL,
+  p_provider_id   text        DEFAULT NULL,
+  p_now           timestamptz DEFAULT now()
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_id IS NULL OR p_token IS NULL THEN
+    RAISE EXCEPTION 'mailroom: id and token: both are required' USING ERRCODE = '22023';
+  END IF;
+  IF p_outcome IS NULL OR p_outcome NOT IN ('sent', 'retry', 'failed', 'ambiguous') THEN
+    RAISE EXCEPTION 'mailroom: outcome: unknown outcome "%" (expected sent, retry, failed or ambiguous)', p_outcome
+      USING ERRCODE = '22023';
+  END IF;
+  RETURN mailroom._mark_outcomes(
+    jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+      'id', p_id, 'token', p_token, 'outcome', p_outcome, 'detail', p_detail,
+      'smtp_code', p_smtp_code, 'smtp_enhanced', p_smtp_enhanced, 'provider_id', p_provider_id))),
+    p_now) = 1;
+END
+$$;
+ALTER FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) IS
+  'Owner-only twin of mark_outcome with a pinned clock (tests).';
+
+CREATE FUNCTION mailroom.mark_outcome(
+  p_id            bigint,
+  p_token         uuid,
+  p_outcome       text,
+  p_detail        text    DEFAULT NULL,
+  p_smtp_code     integer DEFAULT NULL,
+  p_smtp_enhanced text    DEFAULT NULL,
+  p_provider_id   text    DEFAULT NULL
+)
+RETURNS boolean
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT mailroom._mark_outcome(p_id, p_token, p_outcome, p_detail, p_smtp_code, p_smtp_enhanced, p_provider_id, now())
+$$;
+ALTER FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text) IS
+  'Record one outcome; forwards to mark_outcomes. True when it applied, false when the lease token was stale.';
 
 COMMIT;

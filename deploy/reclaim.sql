@@ -1,75 +1,103 @@
 -- Deploy mailroom:reclaim to pg
--- requires: reclaim@v0.2.0
+-- requires: reclaim@v0.3.0
+-- requires: split_messages
 
--- The ledger is written once per attempt, when it ends (see mark_outcomes):
--- an expired lease's row is written here, from the lease on the message.
+-- v0.4: expired leases on the hot queue. Each expired attempt writes its
+-- ledger row (outcome expired). The mail goes back to queued (on_ambiguous
+-- retry) or to review (on_ambiguous review); with its attempts spent it
+-- finishes failed (queue row deleted; the expired row is its finishing row).
+-- Re-queued mail meets the claim gate like any other, so a suppression or
+-- pause decided while it was leased holds (issue 13, hole 1).
+-- No p_now on what runners and pg_cron execute (hole 4: reclaim(p_now =>
+-- 'infinity') re-queued every live lease); the owner-only _reclaim takes it.
 
 BEGIN;
 
-CREATE OR REPLACE FUNCTION mailroom.reclaim(p_now timestamptz DEFAULT now(), p_limit integer DEFAULT 10000)
+DROP FUNCTION mailroom.reclaim(timestamptz, integer);
+
+CREATE FUNCTION mailroom._reclaim(p_limit integer DEFAULT 10000, p_now timestamptz DEFAULT now())
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- Its ledger lookups are by message id and lease token: nested loops over
--- index lookups, never a hash join reading the whole ledger (see mark_outcomes).
+-- Expired leases are found through the reclaim index and each is then moved
+-- by key: nested loops over index lookups, never a hash over the queue or
+-- the ledger, one generic plan per session (runners call this before every
+-- claim), never JIT-compiled (see mark_outcomes).
+SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_reclaimed integer;
 BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'mailroom: transaction_isolation: reclaim runs only under READ COMMITTED, not %',
+      current_setting('transaction_isolation') USING ERRCODE = '0A000';
+  END IF;
   PERFORM mailroom._check_range('limit', p_limit, 1, 1000000);
 
   -- A lease that ran out means the runner died or hung: whether the mail went
   -- out is unknown. Mail that must never be duplicated goes to review.
   WITH expired AS (
-    SELECT m.id, m.lease_token, m.delivery_key, m.attempts, m.worker, m.claimed_at
-    FROM mailroom.messages m
-    WHERE m.status = 'sending' AND m.leased_until < p_now
-    ORDER BY m.leased_until
+    SELECT q.id, q.lease_token, q.on_ambiguous = 'review' AS to_review, q.attempts >= q.max_attempts AS spent
+    FROM mailroom.queue q
+    WHERE q.status = 'sending' AND q.leased_until < p_now
+    ORDER BY q.leased_until
     LIMIT p_limit
     FOR UPDATE SKIP LOCKED
   ),
+  failed AS (
+    DELETE FROM mailroom.queue q
+    USING expired e
+    WHERE q.id = e.id AND NOT e.to_review AND e.spent
+    RETURNING q.id, q.attempts, q.worker, q.lease_token, q.claimed_at
+  ),
   moved AS (
-    UPDATE mailroom.messages m
-    SET status        = CASE WHEN m.on_ambiguous = 'review' THEN 'review'
-                             WHEN m.attempts >= m.max_attempts THEN 'failed'
-                             ELSE 'queued' END,
-        status_reason = CASE WHEN m.on_ambiguous = 'review' THEN 'lease expired'
-                             WHEN m.attempts >= m.max_attempts THEN 'attempts exhausted'
-                             ELSE 'lease expired' END,
-        last_error    = 'lease expired (worker ' || coalesce(m.worker, '?') || ')',
-        run_at        = CASE WHEN m.on_ambiguous = 'review' OR m.attempts >= m.max_attempts THEN m.run_at
-                             ELSE p_now END,
+    UPDATE mailroom.queue q
+    SET status        = CASE WHEN e.to_review THEN 'review' ELSE 'queued' END,
+        status_reason = 'lease expired',
+        last_error    = 'lease expired (worker ' || coalesce(q.worker, '?') || ')',
+        run_at        = CASE WHEN e.to_review THEN q.run_at ELSE p_now END,
         lease_token   = NULL,
         leased_until  = NULL,
         updated_at    = p_now
     FROM expired e
-    WHERE m.id = e.id
-    RETURNING m.id
+    WHERE q.id = e.id AND (e.to_review OR NOT e.spent)
+    -- RETURNING shows the new row: the token comes from the locked old one.
+    RETURNING q.id, q.attempts, q.worker, q.claimed_at, e.lease_token
   ),
-  -- The attempt's ledger row, written now that it ended: a row opened by a
-  -- claim_batch before v0.3.0 is closed, otherwise one is written.
-  ledger_closed AS (
-    UPDATE mailroom.attempts a
-    SET outcome = 'expired', finished_at = p_now
-    FROM expired e
-    WHERE a.message_id = e.id AND a.lease_token = e.lease_token AND a.outcome IS NULL
-    RETURNING a.message_id
-  ),
-  ledger_written AS (
-    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
-                                   finished_at, outcome)
-    SELECT e.id, e.delivery_key, e.attempts, e.worker, e.lease_token, e.claimed_at, p_now, 'expired'
-    FROM expired e
-    WHERE e.id NOT IN (SELECT c.message_id FROM ledger_closed c)
+  ledger AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, outcome,
+                                   finished_as, status_reason, last_error)
+    SELECT f.id, f.attempts, f.worker, f.lease_token, f.claimed_at, p_now, 'expired',
+           'failed', 'attempts exhausted', 'lease expired (worker ' || coalesce(f.worker, '?') || ')'
+    FROM failed f
+    UNION ALL
+    SELECT m.id, m.attempts, m.worker, m.lease_token, m.claimed_at, p_now, 'expired', NULL, NULL, NULL
+    FROM moved m
   )
-  SELECT count(*) INTO v_reclaimed FROM moved;
+  SELECT (SELECT count(*) FROM failed) + (SELECT count(*) FROM moved) INTO v_reclaimed;
   RETURN v_reclaimed;
 END
 $$;
-COMMENT ON FUNCTION mailroom.reclaim(timestamptz, integer) IS
-  'Return mail whose lease expired: to queued (on_ambiguous retry), to review (on_ambiguous review), or to failed once attempts are spent, and write each expired attempt to the ledger. Runs from pg_cron and before every claim.';
+ALTER FUNCTION mailroom._reclaim(integer, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._reclaim(integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._reclaim(integer, timestamptz) IS
+  'Owner-only twin of reclaim with a pinned clock (tests).';
+
+CREATE FUNCTION mailroom.reclaim(p_limit integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$ SELECT mailroom._reclaim(p_limit, now()) $$;
+ALTER FUNCTION mailroom.reclaim(integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.reclaim(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.reclaim(integer) TO mailroom_runner, mailroom_operator;
+COMMENT ON FUNCTION mailroom.reclaim(integer) IS
+  'Return mail whose lease expired: to queued (on_ambiguous retry), to review (on_ambiguous review), or finished failed once attempts are spent; each expired attempt is written to the ledger. Runs from pg_cron and before every claim. READ COMMITTED only.';
 
 COMMIT;

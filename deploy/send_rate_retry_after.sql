@@ -1,12 +1,22 @@
 -- Deploy mailroom:send_rate_retry_after to pg
+-- requires: send_rate_retry_after@v0.3.0
+-- requires: split_messages
 -- requires: send_rates
 
+-- v0.4: no p_now on a function a runner may execute (issue 13, hole 4: a
+-- runner could ask about any instant). The public function uses the
+-- database clock; the owner-only twin _send_rate_retry_after keeps p_now for
+-- tests. It reads only mailroom.rate_limits, senders and domain_limits, and
+-- runs only after a claim came back short.
+
 BEGIN;
+
+DROP FUNCTION mailroom.send_rate_retry_after(text, timestamptz);
 
 -- When does a sliding-window budget next allow one more? Pure arithmetic over
 -- a row's slots, the same counting as _rate_sliding_take: p_now when it has
 -- room now, NULL when p_limit is NULL (no limit).
-CREATE FUNCTION mailroom._rate_free_at(
+CREATE OR REPLACE FUNCTION mailroom._rate_free_at(
   p_slots  bigint[],
   p_hits   integer[],
   p_limit  integer,
@@ -39,7 +49,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_free_at(bigint[], integer[], integer, inte
 COMMENT ON FUNCTION mailroom._rate_free_at(bigint[], integer[], integer, interval, timestamptz) IS
   'Internal: the first instant from p_now on at which a sliding-window row allows one more hit; NULL without a limit.';
 
-CREATE FUNCTION mailroom.send_rate_retry_after(
+CREATE FUNCTION mailroom._send_rate_retry_after(
   p_sender text DEFAULT NULL,
   p_now    timestamptz DEFAULT now()
 ) RETURNS interval
@@ -95,10 +105,23 @@ BEGIN
   RETURN v_at - p_now;
 END
 $$;
-ALTER FUNCTION mailroom.send_rate_retry_after(text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.send_rate_retry_after(text, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.send_rate_retry_after(text, timestamptz) TO mailroom_runner;
-COMMENT ON FUNCTION mailroom.send_rate_retry_after(text, timestamptz) IS
+ALTER FUNCTION mailroom._send_rate_retry_after(text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_rate_retry_after(text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_rate_retry_after(text, timestamptz) IS
+  'Owner-only twin of send_rate_retry_after with a pinned clock (tests). For runners whose claim came back short: NULL when no send-rate budget is exhausted (the queue is just empty: idle as usual); otherwise how long until the first exhausted budget (p_sender''s own if it is exhausted, else any limited sender''s or domain''s) allows more. Claim again after that instead of the full poll interval.';
+
+
+CREATE FUNCTION mailroom.send_rate_retry_after(p_sender text DEFAULT NULL)
+RETURNS interval
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$ SELECT mailroom._send_rate_retry_after(p_sender, now()) $$;
+ALTER FUNCTION mailroom.send_rate_retry_after(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.send_rate_retry_after(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.send_rate_retry_after(text) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.send_rate_retry_after(text) IS
   'For runners whose claim came back short: NULL when no send-rate budget is exhausted (the queue is just empty: idle as usual); otherwise how long until the first exhausted budget (p_sender''s own if it is exhausted, else any limited sender''s or domain''s) allows more. Claim again after that instead of the full poll interval.';
 
 COMMIT;

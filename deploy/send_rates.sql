@@ -1,7 +1,14 @@
 -- Deploy mailroom:send_rates to pg
--- requires: table_senders
--- requires: table_domain_limits
--- requires: rate_limit_sliding
+-- requires: send_rates@v0.3.0
+-- requires: split_messages
+
+-- v0.4: claim_batch looks up and locks only the budgets of the senders and
+-- domains among its candidates, one key lookup each, locked in key order (so
+-- claims cannot deadlock and no claim waits for one spending other keys).
+-- v0.3 took one advisory lock for every domain budget and read every
+-- domain mailed within the last minute on each claim: O(recently mailed
+-- domains) per claim, serialised over all runners (issue 13, hole 6).
+-- _send_budgets is that lookup; the helpers below are unchanged.
 
 BEGIN;
 
@@ -17,7 +24,7 @@ BEGIN;
 -- domains instead of a function call each). Plain SQL over qualified
 -- pg_catalog functions, without SECURITY DEFINER or SET: they read no table,
 -- and this way the planner inlines them.
-CREATE FUNCTION mailroom._rate_slot(p_at timestamptz, p_window interval) RETURNS bigint
+CREATE OR REPLACE FUNCTION mailroom._rate_slot(p_at timestamptz, p_window interval) RETURNS bigint
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
@@ -30,7 +37,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slot(timestamptz, interval) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._rate_slot(timestamptz, interval) IS
   'Internal: the sliding-window slot (window / 50 long, counted from the Unix epoch) that holds p_at.';
 
-CREATE FUNCTION mailroom._rate_slots_used(p_slots bigint[], p_hits integer[], p_slot bigint)
+CREATE OR REPLACE FUNCTION mailroom._rate_slots_used(p_slots bigint[], p_hits integer[], p_slot bigint)
 RETURNS TABLE (used integer, newest bigint)
 LANGUAGE sql
 IMMUTABLE
@@ -44,7 +51,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) FR
 COMMENT ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) IS
   'Internal: hits a request in slot p_slot is judged against (slots >= p_slot - 50), and the newest slot.';
 
-CREATE FUNCTION mailroom._rate_slots_add(p_slots bigint[], p_hits integer[], p_slot bigint, p_n integer)
+CREATE OR REPLACE FUNCTION mailroom._rate_slots_add(p_slots bigint[], p_hits integer[], p_slot bigint, p_n integer)
 RETURNS TABLE (slots bigint[], slot_hits integer[], used integer)
 LANGUAGE sql
 IMMUTABLE
@@ -66,7 +73,7 @@ REVOKE ALL ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, int
 COMMENT ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer) IS
   'Internal: a row''s slots with p_n hits added in slot p_slot and slots older than two windows dropped, and the hits now in the window.';
 
-CREATE FUNCTION mailroom._send_rate_available(
+CREATE OR REPLACE FUNCTION mailroom._send_rate_available(
   p_prefix     text,
   p_per_second integer,
   p_per_minute integer,
@@ -97,7 +104,7 @@ REVOKE ALL ON FUNCTION mailroom._send_rate_available(text, integer, integer, tim
 COMMENT ON FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz) IS
   'Internal: how many sends the per-second and per-minute windows under p_prefix still allow at p_now (NULL: no limit); locks their rows until commit.';
 
-CREATE FUNCTION mailroom._send_rate_record(
+CREATE OR REPLACE FUNCTION mailroom._send_rate_record(
   p_keys    text[],
   p_ns      integer[],
   p_windows interval[],
@@ -107,17 +114,42 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+SET enable_hashjoin = on
 AS $$
+DECLARE
+  v_sec bigint := mailroom._rate_slot(p_now, interval '1 second');  -- once per call (see _send_budgets)
+  v_min bigint := mailroom._rate_slot(p_now, interval '1 minute');
 BEGIN
-  -- One statement for every budget a claim spent. The caller holds what
-  -- serialises these keys (sender rows locked by _send_rate_available, the
-  -- domain advisory lock) and checked the budgets at the same p_now.
+  -- The rows claim_batch locked (_send_budgets) exist: a plain update by
+  -- key. Keys without a row (direct callers) are inserted below.
+  UPDATE mailroom.rate_limits AS r
+  SET (slots, slot_hits, hits) = (
+        SELECT a.slots, a.slot_hits, a.used
+        FROM mailroom._rate_slots_add(
+               CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slots END,
+               CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slot_hits END,
+               u.slot, u.n) AS a),
+      algorithm = 'sliding',
+      window_length = u.win,
+      window_start = NULL,
+      expires_at = greatest(CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.expires_at END,
+                            mailroom._from_epoch_us((u.slot + 51) * u.res))
+  FROM (SELECT x.key, x.n, x.win,
+               CASE x.win WHEN interval '1 second' THEN v_sec WHEN interval '1 minute' THEN v_min
+                          ELSE mailroom._rate_slot(p_now, x.win) END AS slot,
+               CASE x.win WHEN interval '1 second' THEN 20000::bigint WHEN interval '1 minute' THEN 1200000::bigint
+                          ELSE ceil((extract(epoch FROM x.win) * 1000000)::numeric / 50)::bigint END AS res
+        FROM unnest(p_keys, p_ns, p_windows) AS x(key, n, win)) AS u
+  WHERE r.key = u.key AND u.n > 0;
+  -- Keys without a row: inserted (a concurrent insert of one is added to).
+  -- The caller holds what serialises these keys (the rows _send_budgets
+  -- locked) and checked the budgets at the same p_now.
   INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
   SELECT i.key, 'sliding', i.win, i.n, ARRAY[i.slot], ARRAY[i.n],
          mailroom._from_epoch_us((i.slot + 51) * ceil((extract(epoch FROM i.win) * 1000000)::numeric / 50)::bigint)
   FROM (SELECT u.key, u.n, u.win, mailroom._rate_slot(p_now, u.win) AS slot
         FROM unnest(p_keys, p_ns, p_windows) AS u(key, n, win)
-        WHERE u.n > 0) AS i
+        WHERE u.n > 0 AND NOT EXISTS (SELECT FROM mailroom.rate_limits x WHERE x.key = u.key)) AS i
   ON CONFLICT (key) DO UPDATE
      SET (slots, slot_hits, hits) = (
            SELECT a.slots, a.slot_hits, a.used
@@ -136,5 +168,56 @@ ALTER FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timesta
 REVOKE ALL ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) IS
   'Internal: record p_ns[i] sends at p_now in the sliding window p_windows[i] of key p_keys[i], for all keys in one statement (claim_batch, after checking the budgets under their locks).';
+
+CREATE OR REPLACE FUNCTION mailroom._send_budgets(
+  p_keys    text[],
+  p_limits  integer[],
+  p_windows interval[],
+  p_now     timestamptz
+) RETURNS TABLE (key text, available integer)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+-- A handful of keys joined to as many array elements: whatever the caller
+-- disabled for its own key lookups, hashing these is right.
+SET enable_hashjoin = on
+AS $$
+DECLARE
+  -- Slot numbers are numeric arithmetic over the epoch: worked out once per
+  -- call for the two windows claim_batch uses, not once per key.
+  v_sec bigint := mailroom._rate_slot(p_now, interval '1 second');
+  v_min bigint := mailroom._rate_slot(p_now, interval '1 minute');
+BEGIN
+  -- A key without a row gets one, so that the first send to a new domain is
+  -- counted exactly with nothing to lock over all domains (a concurrent
+  -- insert of the same key waits for this one, or this one for it).
+  INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+  SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
+  FROM unnest(p_keys, p_windows) AS u(k, w)
+  ORDER BY u.k
+  ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
+  -- Then every row is locked in key order (claims cannot deadlock) until
+  -- commit; the caller records what it spent with _send_rate_record first.
+  -- FOR UPDATE returns each row's newest committed version.
+  RETURN QUERY
+  SELECT b.key::text,
+         CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
+              WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
+              ELSE greatest(b.lim - us.used, 0) END
+  FROM (SELECT r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
+               CASE u.w WHEN interval '1 second' THEN v_sec WHEN interval '1 minute' THEN v_min
+                        ELSE mailroom._rate_slot(p_now, u.w) END AS slot
+        FROM mailroom.rate_limits r
+        JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = r.key
+        ORDER BY r.key
+        FOR UPDATE OF r) AS b
+  CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
+END
+$$;
+ALTER FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) IS
+  'Internal: lock the sliding-window rows p_keys (distinct; created when missing) in key order until commit, and return what each still allows at p_now under p_limits[i] in window p_windows[i]. claim_batch calls it for the senders and domains of its candidates only.';
 
 COMMIT;

@@ -1,14 +1,19 @@
--- Revert mailroom:claim_batch from pg: back to the v0.2.0 function, which opens
--- the attempt's ledger row at claim time.
+-- Revert mailroom:claim_batch from pg: back to the v0.3.0 functions (with p_now), on mailroom.messages,
+-- which split_messages' revert (next) restores as a table.
 
--- A claim's transaction starts (now()) before its claiming statement takes
--- its snapshot, so it can claim mail that a release, reclaim, retry or
--- outcome handed back after that start. Stamped with now() the new attempt
--- would begin before the previous one ended, and the ledger would show two
--- overlapping leases of one message where there never were. The claim is
--- therefore stamped no earlier than the row's last change.
+-- A claim no longer opens a ledger row: the lease it grants is on the message
+-- (lease_token, worker, claimed_at, attempts) and the attempt's row is written
+-- once, when the lease ends (mark_outcomes, reclaim, release). Inserting the
+-- row here and updating it there wrote every attempt twice.
+--
+-- Kept from v0.2.0: a claim is stamped no earlier than the row's last change,
+-- so the ledger never shows two overlapping leases of one message.
 
 BEGIN;
+
+DROP FUNCTION mailroom.claim_batch(text, integer, interval, text);
+DROP FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz);
+DROP FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom.claim_batch(
   p_worker text,
@@ -205,11 +210,6 @@ BEGIN
     FROM picked
     WHERE m.id = picked.id
     RETURNING m.*
-  ),
-  ledger AS (
-    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at)
-    SELECT c.id, c.delivery_key, c.attempts, p_worker, v_token, c.claimed_at
-    FROM claimed c
   )
   SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
          c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
@@ -259,11 +259,15 @@ ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) 
 REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) IS
-  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt and opens a ledger row, stamped no earlier than the row''s last change. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
+  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Each claim counts an attempt, stamped no earlier than the row''s last change; its ledger row is written when the lease ends. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners) and skips mail to senders and domains at their limit in favour of other mail.';
 
 COMMENT ON TABLE mailroom.attempts IS
-  'The delivery ledger: one row per claim of a message and what became of it. Duplicates and replays show here.';
+  'The delivery ledger: one row per claim of a message and what became of it, written when the claim ends (while in flight the lease is on the message). Duplicates and replays show here.';
 COMMENT ON COLUMN mailroom.attempts.outcome IS
-  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL while in flight.';
+  'What the queue made of the attempt: sent, retry, failed, ambiguous, expired (lease ran out), stale (reported after the lease was lost), released (handed back unsent). NULL only on a row opened by a claim_batch before v0.3.0 whose lease has not ended.';
+
+ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz) TO mailroom_runner;
 
 COMMIT;

@@ -1,7 +1,45 @@
--- Revert mailroom:extend_lease from pg
+-- Revert mailroom:extend_lease from pg: back to the v0.3.0 functions (with p_now), on mailroom.messages,
+-- which split_messages' revert (next) restores as a table.
 
 BEGIN;
 
-DROP FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz);
+DROP FUNCTION mailroom.extend_lease(bigint[], uuid, interval);
+DROP FUNCTION mailroom._extend_lease(bigint[], uuid, interval, timestamptz);
+
+CREATE OR REPLACE FUNCTION mailroom.extend_lease(
+  p_ids   bigint[],
+  p_token uuid,
+  p_lease interval,
+  p_now   timestamptz DEFAULT now()
+)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_extended integer;
+BEGIN
+  IF p_ids IS NULL OR p_token IS NULL THEN
+    RAISE EXCEPTION 'mailroom: ids and token: both are required' USING ERRCODE = '22023';
+  END IF;
+  PERFORM mailroom._check_lease(p_lease);
+
+  UPDATE mailroom.messages m
+  SET leased_until = p_now + p_lease, updated_at = p_now
+  WHERE m.id = ANY (p_ids) AND m.lease_token = p_token AND m.status = 'sending';
+  GET DIAGNOSTICS v_extended = ROW_COUNT;
+  RETURN v_extended;
+END
+$$;
+ALTER FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) IS
+  'Extend the lease of claimed mail still held under p_token to now + p_lease; returns how many were extended (fewer means some lease was lost).';
+
+ALTER FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.extend_lease(bigint[], uuid, interval, timestamptz) TO mailroom_runner;
 
 COMMIT;

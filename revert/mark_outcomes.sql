@@ -1,14 +1,36 @@
--- Revert mailroom:mark_outcomes from pg: back to the v0.2.0 function, which
--- updates the ledger row claim_batch opened (the v0.1.0 body with v0.2.0's
--- planner settings).
+-- Revert mailroom:mark_outcomes from pg: back to the v0.3.0 functions (with p_now), on mailroom.messages,
+-- which split_messages' revert (next) restores as a table.
+
+-- The ledger is written once per attempt, when the attempt ends. Until v0.2.0
+-- claim_batch inserted an open row and mark_outcomes updated it: two writes of
+-- one row per mail, the second never HOT (the ledger's partial indexes name
+-- the columns it sets), which cost more than the claim and the report
+-- together (bench/drain.py's breakdown). The open lease is on the message
+-- (lease_token, worker, claimed_at, attempts) until it ends; then one insert
+-- records it. Rows opened by an older claim_batch are still completed here.
 
 BEGIN;
+
+DROP FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text);
+DROP FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz);
+DROP FUNCTION mailroom.mark_outcomes(jsonb);
+DROP FUNCTION mailroom._mark_outcomes(jsonb, timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom.mark_outcomes(p_results jsonb, p_now timestamptz DEFAULT now())
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- Every lookup is by a given key (a report's message id and lease token):
+-- plan each call with the table's real size, and only as nested loops over
+-- index lookups. A hash join over the ledger, which a plan made while the
+-- ledger was small (or freshly truncated) picks, reads the whole ledger on
+-- every call: bench/drain.py's SQL went from 15,000 to 10,000 mails/s at
+-- 100,000 mails, slower as the ledger grew (see also v0.2.0).
+SET plan_cache_mode = force_custom_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
   v_index   bigint;
@@ -72,7 +94,7 @@ BEGIN
 
   -- One row per report, joined to its (locked) message by primary key.
   WITH input AS (
-    SELECT r.*, m.to_address,
+    SELECT r.*, m.to_address, m.delivery_key, m.worker, m.claimed_at,
       m.status = 'sending' AND m.lease_token = r.token AS is_live,
       CASE
         WHEN r.outcome = 'sent' THEN 'sent'
@@ -121,9 +143,13 @@ BEGIN
     WHERE m.id = i.id AND NOT i.is_live AND i.settles
     RETURNING m.id
   ),
-  -- Repeating a report (a runner re-sends after a reconnect) changes nothing:
-  -- only attempts not yet reported are written.
-  ledger AS (
+  -- The ledger row of the reported lease. A live lease has none yet: the
+  -- claim left it on the message, and the row is written once, now. A lease
+  -- that ended without a report has one that reclaim wrote (expired), and
+  -- claims made before v0.3.0 have one opened at claim time: those are
+  -- completed. A repeated report (a runner re-sends after a reconnect) finds
+  -- its row reported already and changes nothing.
+  ledger_completed AS (
     UPDATE mailroom.attempts a
     SET reported      = i.outcome,
         outcome       = CASE WHEN i.is_live THEN i.outcome ELSE 'stale' END,
@@ -139,7 +165,22 @@ BEGIN
                           WHERE prior.message_id = i.id AND prior.reported = 'sent' AND prior.id <> a.id)
     FROM input i
     WHERE a.message_id = i.id AND a.lease_token = i.token AND a.reported IS NULL
-    RETURNING a.id
+    RETURNING a.message_id
+  ),
+  ledger_written AS (
+    INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
+                                   finished_at, reported_at, reported, outcome, smtp_code, smtp_enhanced,
+                                   smtp_text, provider_id, duplicate)
+    SELECT i.id, i.delivery_key, i.attempts, i.worker, i.token, i.claimed_at,
+           p_now, p_now, i.outcome, i.outcome, i.smtp_code, i.smtp_enhanced,
+           left(i.detail, 1000), left(i.provider_id, 255),
+           i.outcome = 'sent' AND EXISTS (SELECT FROM mailroom.attempts prior
+                                          WHERE prior.message_id = i.id AND prior.reported = 'sent')
+    FROM input i
+    -- A live lease has a row only if an older claim_batch opened it, and
+    -- ledger_completed has just completed that one.
+    WHERE i.is_live AND i.id NOT IN (SELECT c.message_id FROM ledger_completed c)
+    RETURNING id
   ),
   bounced AS (
     INSERT INTO mailroom.suppressions AS s (address_key, address, reason, source, created_at)
@@ -153,7 +194,8 @@ BEGIN
   )
   SELECT (SELECT count(*) FROM moved)::integer,
          (SELECT array_agg(address_key) FROM bounced),
-         (SELECT count(*) FROM settled) + (SELECT count(*) FROM ledger)
+         (SELECT count(*) FROM settled) + (SELECT count(*) FROM ledger_completed)
+           + (SELECT count(*) FROM ledger_written)
   INTO v_applied, v_bounced, v_index;
 
   -- Other mail already queued to a hard-bounced address will bounce too.
@@ -168,12 +210,48 @@ BEGIN
 END
 $$;
 ALTER FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) OWNER TO mailroom_owner;
+COMMENT ON FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) IS
+  'Record a batch of outcomes [{id, token, outcome: sent|retry|failed|ambiguous, smtp_code, smtp_enhanced, detail, provider_id}] in one call. Returns how many applied. Writes each attempt''s ledger row once, as it ends (the lease lives on the message until then); a report under a lost lease completes the row reclaim wrote (stale) and may settle the message as sent. Planned afresh on every call without sequential scans.';
+
+ALTER FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) TO mailroom_runner;
-ALTER FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) SET plan_cache_mode = force_custom_plan;
-ALTER FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) SET enable_seqscan = off;
 
-COMMENT ON FUNCTION mailroom.mark_outcomes(jsonb, timestamptz) IS
-  'Record a batch of outcomes [{id, token, outcome: sent|retry|failed|ambiguous, smtp_code, smtp_enhanced, detail, provider_id}] in one call. Returns how many applied; a report under a lost lease only writes the ledger (or settles a message as sent). Planned afresh on every call without sequential scans, so its key lookups stay index lookups however small the ledger was when last analysed.';
+CREATE OR REPLACE FUNCTION mailroom.mark_outcome(
+  p_id            bigint,
+  p_token         uuid,
+  p_outcome       text,
+  p_detail        text        DEFAULT NULL,
+  p_smtp_code     integer     DEFAULT NULL,
+  p_smtp_enhanced text        DEFAULT NULL,
+  p_provider_id   text        DEFAULT NULL,
+  p_now           timestamptz DEFAULT now()
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_id IS NULL OR p_token IS NULL THEN
+    RAISE EXCEPTION 'mailroom: id and token: both are required' USING ERRCODE = '22023';
+  END IF;
+  IF p_outcome IS NULL OR p_outcome NOT IN ('sent', 'retry', 'failed', 'ambiguous') THEN
+    RAISE EXCEPTION 'mailroom: outcome: unknown outcome "%" (expected sent, retry, failed or ambiguous)', p_outcome
+      USING ERRCODE = '22023';
+  END IF;
+  RETURN mailroom.mark_outcomes(
+    jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+      'id', p_id, 'token', p_token, 'outcome', p_outcome, 'detail', p_detail,
+      'smtp_code', p_smtp_code, 'smtp_enhanced', p_smtp_enhanced, 'provider_id', p_provider_id))),
+    p_now) = 1;
+END
+$$;
+ALTER FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) TO mailroom_runner;
+COMMENT ON FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) IS
+  'Record one outcome; forwards to mark_outcomes. True when it applied, false when the lease token was stale.';
+
 
 COMMIT;

@@ -1,11 +1,7 @@
--- Revert mailroom:send_rates from pg
+-- Revert mailroom:send_rates from pg (back to v0.3.0: the other helpers are unchanged)
 
 BEGIN;
 
-DROP FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz);
-DROP FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz);
-DROP FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer);
-DROP FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint);
-DROP FUNCTION mailroom._rate_slot(timestamptz, interval);
+DROP FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz);
 
 COMMIT;

@@ -155,7 +155,8 @@ def test_sigkill_after_claim_before_send(db_url, conn):
 
     assert sink.count() == 6 and all(sink.copies(k) == 1 for k in keys), "0 lost, 0 duplicates at the sink"
     ledger = conn.execute(
-        "SELECT delivery_key, array_agg(worker || ':' || outcome ORDER BY id) AS a FROM mailroom.attempts GROUP BY 1").fetchall()
+        "SELECT c.delivery_key, array_agg(a.worker || ':' || a.outcome ORDER BY a.id) AS a"
+        " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id GROUP BY 1").fetchall()
     assert all(row["a"] == ["doomed:expired", "rescuer:sent"] for row in ledger), ledger
     # The ledger cannot know the doomed runner never sent: it says "possible", never "confirmed".
     dupes = conn.execute("SELECT certainty, count(*)::int AS n FROM mailroom.duplicate_deliveries GROUP BY 1").fetchall()
@@ -188,7 +189,8 @@ def test_sigkill_after_the_sink_accepted_before_the_outcome(db_url, conn):
     assert status_of(conn, careful) == Counter(review=3)
     review = conn.execute("SELECT delivery_key, last_worker, last_outcome FROM mailroom.review_queue ORDER BY 1").fetchall()
     assert review == [{"delivery_key": k, "last_worker": "doomed", "last_outcome": "expired"} for k in careful]
-    assert count(conn, "SELECT * FROM mailroom.attempts WHERE worker = 'rescuer' AND delivery_key LIKE 'careful%%'") == 0
+    assert count(conn, "SELECT * FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id"
+                       " WHERE a.worker = 'rescuer' AND c.delivery_key LIKE 'careful%%'") == 0
 
     # The operator knows the sink has them (Message-IDs) and settles them as sent.
     for k in careful:
@@ -222,8 +224,9 @@ def test_replayed_key_and_late_stale_outcomes(db_url, conn):
 
     assert late == {"a": False, "b": False}, "stale tokens: nothing applied as a live outcome"
     ledger = conn.execute(
-        """SELECT delivery_key, worker, reported, outcome, duplicate FROM mailroom.attempts
-           ORDER BY delivery_key, id""").fetchall()
+        """SELECT c.delivery_key, a.worker, a.reported, a.outcome, a.duplicate
+           FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id
+           ORDER BY c.delivery_key, a.id""").fetchall()
     assert [tuple(r.values()) for r in ledger] == [
         ("invoice-1", "ghost", "sent", "stale", False),   # settled the review: no resend
         ("order-1", "ghost", "sent", "stale", True),      # the replay: a second successful send on record

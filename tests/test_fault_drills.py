@@ -58,6 +58,7 @@ OVERLAPPING_LEASES = """
 WITH l AS (
   SELECT id, message_id, outcome, tstzrange(claimed_at, finished_at) AS lease  -- no end yet: unbounded
   FROM mailroom.attempts
+  WHERE claimed_at IS NOT NULL  -- decisions without an attempt (cancelled, resolved) held no lease
   UNION ALL
   SELECT 9223372036854775807, m.id, NULL, tstzrange(m.claimed_at, NULL)
   FROM mailroom.messages m
@@ -143,9 +144,9 @@ def judge(conn, received: Counter) -> dict:
     confirmed = {k for k, c in listed.items() if c == "confirmed"}
     assert confirmed <= twice, f"confirmed duplicates the sink never got twice: {sorted(confirmed - twice)[:5]}"
     ledger = conn.execute(
-        "SELECT delivery_key, count(*) FILTER (WHERE reported = 'sent')::int AS reported_sent,"
-        " count(*) FILTER (WHERE outcome IS DISTINCT FROM 'released')::int AS tries"
-        " FROM mailroom.attempts GROUP BY 1").fetchall()
+        "SELECT c.delivery_key, count(*) FILTER (WHERE a.reported = 'sent')::int AS reported_sent,"
+        " count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'released' AND a.attempt > 0)::int AS tries"
+        " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id GROUP BY 1").fetchall()
     for row in ledger:
         copies = received.get(message_id(row["delivery_key"], MID_DOMAIN), 0)
         assert row["reported_sent"] <= copies <= row["tries"], (row, copies)
@@ -415,9 +416,9 @@ def test_the_lease_check_sees_two_leases_at_once(conn):
     conn.execute("SELECT count(*) FROM mailroom.claim_batch('first', 1, '1 minute')")
     assert conn.execute(OVERLAPPING_LEASES).fetchall() == []
     # What a broken claim would leave behind: another attempt while the first is in flight.
-    conn.execute("""INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at)
-                    SELECT id, delivery_key, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
-                    FROM mailroom.messages WHERE status = 'sending'""")
+    conn.execute("""INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at)
+                    SELECT id, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
+                    FROM mailroom.queue WHERE status = 'sending'""")
     assert len(conn.execute(OVERLAPPING_LEASES).fetchall()) == 1
 
 
@@ -478,7 +479,8 @@ def test_drill_a_transaction_held_open_during_a_drain(db_url, conn):
     holder = psycopg.connect(db_url, row_factory=dict_row)
     holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     holder.execute("SELECT count(*) FROM mailroom.messages")  # a snapshot: the xmin horizon stays here
-    holder.execute("SELECT id FROM mailroom.messages WHERE delivery_key = %s FOR UPDATE", [locked])
+    holder.execute("SELECT q.id FROM mailroom.queue q JOIN mailroom.contents c USING (id)"
+                   " WHERE c.delivery_key = %s FOR UPDATE OF q", [locked])
     pid = holder.info.backend_pid
     opened = time.monotonic()
     enqueue_many(conn, "backlog", backlog)

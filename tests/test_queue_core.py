@@ -20,24 +20,22 @@ WORKERS = 8
 
 
 def fill_queue(conn, n: int, *, sent_history: int = 0) -> None:
-    """n queued mails (and optionally a long history of sent ones, with their
-    ledger rows), analysed."""
+    """n queued mails (and optionally a long history of sent ones: content
+    and a finishing ledger row each, no queue row), analysed."""
     conn.execute(
         """
-        INSERT INTO mailroom.messages (delivery_key, status, to_address, subject, body_text, sent_at, run_at)
-        SELECT 'history-' || g, 'sent', 'old' || g || '@example.com', 'Old', 'Body',
-               now() - interval '1 day', now() - interval '2 days'
-        FROM generate_series(1, %s) AS g
+        WITH c AS (
+          INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text, created_at)
+          SELECT 'history-' || g, 'old' || g || '@example.com', 'Old', 'Body', now() - interval '2 days'
+          FROM generate_series(1, %s) AS g
+          RETURNING id)
+        INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
+                                       reported_at, reported, outcome, finished_as)
+        SELECT id, 1, 'old-runner', gen_random_uuid(), now() - interval '2 days', now() - interval '1 day',
+               now() - interval '1 day', 'sent', 'sent', 'sent'
+        FROM c
         """,
         (sent_history,),
-    )
-    conn.execute(
-        """
-        INSERT INTO mailroom.attempts (message_id, delivery_key, attempt, worker, lease_token, claimed_at,
-                                       finished_at, reported, outcome)
-        SELECT id, delivery_key, 1, 'old-runner', gen_random_uuid(), run_at, sent_at, 'sent', 'sent'
-        FROM mailroom.messages WHERE status = 'sent'
-        """
     )
     conn.execute(
         """
@@ -47,8 +45,8 @@ def fill_queue(conn, n: int, *, sent_history: int = 0) -> None:
         """,
         (n,),
     )
-    conn.execute("ANALYZE mailroom.messages")
-    conn.execute("ANALYZE mailroom.attempts")
+    for table in ("queue", "contents", "attempts"):
+        conn.execute(f"ANALYZE mailroom.{table}")
 
 
 def claim(conn, worker: str, limit: int) -> list[dict]:
@@ -105,7 +103,7 @@ def test_eight_runners_drain_10000_each_row_exactly_once(db_url, conn):
                count(*) FILTER (WHERE attempts <> 1) AS wrong_attempts,
                count(DISTINCT worker) AS workers,
                (SELECT count(*) FROM mailroom.attempts) AS ledger_rows
-        FROM mailroom.messages
+        FROM mailroom.queue
         """
     ).fetchone()
     # The leases are on the messages; each attempt's ledger row is written when it ends.
@@ -180,12 +178,15 @@ def test_claim_plan_uses_claim_index_and_skips_history(conn):
     fill_queue(conn, 1_000, sent_history=100_000)
     plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
     claim_plan = plan_of(plans, "WITH RECURSIVE priorities")
-    scans = scans_of(claim_plan, "messages")
-    assert scans, "the claim statement reads messages"
-    assert all(s["Node Type"] != "Seq Scan" for s in scans), scans
+    scans = scans_of(claim_plan, "queue")
+    assert scans, "the claim statement reads the queue"
+    assert all(s["Node Type"] != "Seq Scan" for s in scans + scans_of(claim_plan, "contents")), scans
     used = {s.get("Index Name") for s in scans}
-    assert "messages_claim_idx" in used, used
-    assert used <= {"messages_claim_idx", "messages_pkey"}, used
+    assert "queue_claim_idx" in used, used
+    assert used <= {"queue_claim_idx", "queue_pkey"}, used
+    # Content is read for the rows handed out only, by key.
+    content = scans_of(claim_plan, "contents")
+    assert {s.get("Index Name") for s in content} <= {"contents_pkey"} and rows_visited(content) <= 100
     # 100 claimed rows (and a few probes per priority), never the 100,000 sent ones.
     assert rows_visited(scans) < 1_000, rows_visited(scans)
 
@@ -196,19 +197,23 @@ def test_claim_does_not_scan_higher_priority_mail_scheduled_for_later(conn):
     fill_queue(conn, 1_000)
     conn.execute(
         """
-        INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text, priority, run_at)
-        SELECT 'tomorrow-' || g, 'later' || g || '@example.com', 'Later', 'Body', 10, now() + interval '1 day'
-        FROM generate_series(1, 100000) AS g
+        WITH c AS (
+          INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text, priority)
+          SELECT 'tomorrow-' || g, 'later' || g || '@example.com', 'Later', 'Body', 10
+          FROM generate_series(1, 100000) AS g
+          RETURNING id, sender, priority, max_attempts, on_ambiguous)
+        INSERT INTO mailroom.queue (id, priority, run_at, sender, max_attempts, on_ambiguous)
+        SELECT id, priority, now() + interval '1 day', sender, max_attempts, on_ambiguous FROM c
         """
     )
-    conn.execute("ANALYZE mailroom.messages")
+    conn.execute("ANALYZE mailroom.queue")
     plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
-    candidate_scans = [s for s in scans_of(plan_of(plans, "WITH RECURSIVE priorities"), "messages")
-                       if s.get("Index Name") == "messages_claim_idx"]
+    candidate_scans = [s for s in scans_of(plan_of(plans, "WITH RECURSIVE priorities"), "queue")
+                       if s.get("Index Name") == "queue_claim_idx"]
     # A single ORDER BY priority DESC, run_at over the claim index reads ~900
     # pages of tomorrow's entries here before it reaches today's mail.
     assert buffers_read(candidate_scans) < 100, buffers_read(candidate_scans)
-    claimed = conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sending'").fetchone()
+    claimed = conn.execute("SELECT count(*) AS n FROM mailroom.queue WHERE status = 'sending'").fetchone()
     assert claimed["n"] == 100
 
 
@@ -216,16 +221,18 @@ def test_mark_outcomes_plan_is_index_driven_with_1000_in_flight(conn):
     fill_queue(conn, 1_000, sent_history=100_000)
     claimed = claim(conn, "plan-check", 1_000)
     assert len(claimed) == 1_000
-    conn.execute("ANALYZE mailroom.messages")
+    conn.execute("ANALYZE mailroom.queue")
     conn.execute("ANALYZE mailroom.attempts")
     results = json.dumps(
         [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250} for r in claimed]
     )
     plans = run_explained(conn, "SELECT mailroom.mark_outcomes(%s::jsonb)", (results,))
     outcome_plan = plan_of(plans, "jsonb_to_recordset")
-    message_scans = scans_of(outcome_plan, "messages")
+    message_scans = scans_of(outcome_plan, "queue")
     ledger_scans = scans_of(outcome_plan, "attempts")
-    assert message_scans and ledger_scans
+    assert message_scans
+    # Each report is one primary-key lookup, never a walk over the leases in flight.
+    assert {s.get("Index Name") for s in message_scans} == {"queue_pkey"}, message_scans
     for scan in message_scans + ledger_scans:
         assert scan["Node Type"] != "Seq Scan", scan
     assert rows_visited(message_scans) < 10_000, rows_visited(message_scans)
@@ -237,10 +244,10 @@ def test_mark_outcomes_plan_is_index_driven_with_1000_in_flight(conn):
 def test_reclaim_plan_uses_reclaim_index(conn):
     fill_queue(conn, 500, sent_history=100_000)
     claim(conn, "dead", 500)
-    conn.execute("ANALYZE mailroom.messages")
-    plans = run_explained(conn, "SELECT mailroom.reclaim(now() + interval '1 hour')")
-    scans = scans_of(plan_of(plans, "FOR UPDATE SKIP LOCKED"), "messages")
-    assert any(s.get("Index Name") == "messages_reclaim_idx" for s in scans), scans
+    conn.execute("ANALYZE mailroom.queue")
+    plans = run_explained(conn, "SELECT mailroom._reclaim(10000, now() + interval '1 hour')")
+    scans = scans_of(plan_of(plans, "FOR UPDATE SKIP LOCKED"), "queue")
+    assert any(s.get("Index Name") == "queue_reclaim_idx" for s in scans), scans
     assert all(s["Node Type"] != "Seq Scan" for s in scans), scans
 
 

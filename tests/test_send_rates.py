@@ -24,8 +24,10 @@ def test_a_sender_limit_holds_across_four_runners(db_url, conn):
     # The promise holds where it is kept, at claim time; the relay sees the
     # same pace give or take how long a loaded machine takes to send a batch.
     assert busiest <= 50, busiest
-    # 150 mails at 50 per any 1 s span need at least two full windows...
-    assert span >= 1.9 and r.duration >= 1.9, r.line("too fast")
+    # 150 mails at 50 per any 1 s span need at least two full windows of
+    # claims; the relay sees nearly as long (a loaded machine may deliver the
+    # first batch late, which shortens what it sees, never the claims' span).
+    assert span >= 1.9 and r.duration >= 1.5, r.line("too fast")
     # ...and the limiter does not hold back much more than that.
     assert span <= 3.5, f"claims spread over {span:.2f} s"
 
@@ -45,7 +47,7 @@ def test_a_capped_domain_trickles_while_other_domains_flow(db_url, conn):
     print(capped.line("capped.test 5/s"), "|", others.line("other domains"),
           f"| capped claims: at most {busiest} in 1 s, over {span:.2f} s")
     assert busiest <= 5, busiest
-    assert span >= 1.9 and capped.duration >= 1.9, capped.line("too fast")
+    assert span >= 1.9 and capped.duration >= 1.5, capped.line("too fast")  # (see above)
     assert span <= 3.5, f"capped claims spread over {span:.2f} s"
     # The other 300 were not held back by the capped domain's backlog ahead of them.
     assert others.last < capped.last
@@ -63,14 +65,13 @@ def test_claim_with_send_limits_still_reads_only_the_claim_index(conn):
     conn.execute("SELECT mailroom.set_domain_limits('*', 1000)")
     plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
     claim_plan = plan_of(plans, "WITH RECURSIVE priorities")
-    scans = scans_of(claim_plan, "messages")
+    scans = scans_of(claim_plan, "queue")
     assert scans and all(s["Node Type"] != "Seq Scan" for s in scans), scans
-    used = {s.get("Index Name") for s in scans}
-    assert "messages_claim_idx" in used and used <= {"messages_claim_idx", "messages_pkey"}, used
+    used = {s.get("Index Name") for s in scans if s["Node Type"] != "Bitmap Heap Scan"}
+    assert "queue_claim_idx" in used and used <= {"queue_claim_idx", "queue_pkey"}, used
     assert rows_visited(scans) < 1_000, rows_visited(scans)
-    # The budget bookkeeping after the claim finds the batch through the reclaim index.
-    record_plan = plan_of(plans, "WITH batch AS")
-    record_scans = scans_of(record_plan, "messages")
-    assert {s.get("Index Name") for s in record_scans} == {"messages_reclaim_idx"}, record_scans
-    claimed = conn.execute("SELECT count(*) AS n FROM mailroom.messages WHERE status = 'sending'").fetchone()["n"]
+    # Budgets are looked up by key, for the candidates' sender and domains only.
+    budget_scans = [s for p in plans for s in scans_of(p, "rate_limits")]
+    assert budget_scans and {s.get("Index Name") for s in budget_scans} <= {"rate_limits_pkey"}, budget_scans
+    claimed = conn.execute("SELECT count(*) AS n FROM mailroom.queue WHERE status = 'sending'").fetchone()["n"]
     assert claimed == 80, "example.com's 80/s capped the batch of 100"

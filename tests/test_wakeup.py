@@ -1,10 +1,10 @@
 """enqueue wakes runners only when one waits for work, and no wake-up is lost.
 
 The protocol (deploy/runner_waiting.sql, deploy/enqueue.sql): a runner that
-waits for work holds the waiting lock; enqueue notifies only while some
-session holds it; an enqueue that saw nobody waiting holds the barrier until
-it commits, and a runner claims once more after the barrier is free before it
-sleeps.
+waits for work has a row in mailroom.runner_waits; enqueue notifies only
+while some row exists; an enqueue that saw nobody waiting holds the barrier
+(tried, never waited for) until it commits, and a runner claims once more
+after the barrier is free before it sleeps.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def test_enqueue_notifies_only_while_a_runner_waits(db_url, conn):
     assert _notifications(listener) == []
 
     queries.runner_waiting(runner, True)
-    runner.close()  # a runner that dies stops being woken: its hold ends with its connection
+    runner.close()  # a runner that dies leaves its row ...
+    time.sleep(0.2)
+    cleaner = connect(db_url)
+    assert not queries.runner_waiting(cleaner, False)  # ... which the next runner to start or stop removes
     _enqueue(conn, "after-death")
     assert _notifications(listener) == []
 
@@ -90,7 +93,7 @@ def test_the_runner_side_claims_once_more_after_the_barrier_and_then_sleeps(db_u
     waiting = Waiting(lambda: connect(db_url))
     assert waiting.prepare() == "claim", "announced, barrier free: claim once more"
     assert waiting.prepare() == "sleep"
-    held = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = 2 AND mode = 'ShareLock'"
+    held = "SELECT count(*) AS n FROM mailroom.runner_waits"
     assert conn.execute(held).fetchone()["n"] == 1
     waiting.end()
     assert conn.execute(held).fetchone()["n"] == 0, "busy: enqueues need not notify"
@@ -101,6 +104,9 @@ def test_the_runner_side_claims_once_more_after_the_barrier_and_then_sleeps(db_u
     app.commit()
     assert waiting.prepare() == "claim"
     waiting.reset()
+    time.sleep(0.2)
+    # The closed connection's row goes the next time any runner starts or stops waiting.
+    assert not queries.runner_waiting(connect(db_url), False)
     assert conn.execute(held).fetchone()["n"] == 0
 
 
@@ -113,8 +119,7 @@ def test_no_wake_up_is_lost_while_runners_go_idle_and_busy(db_url, conn):
     with Sink(delay=0.002) as sink, RunnerProcess(
         db_url, sink.url(), "--poll-interval", "3600", "--batch", "5", "--concurrency", "4"
     ) as a, RunnerProcess(db_url, sink.url(), "--poll-interval", "3600", "--batch", "5", "--concurrency", "4") as b:
-        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'"
-                                      " AND objid = 2 AND mode = 'ShareLock'").fetchone()["n"] == 2,
+        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM mailroom.runner_waits").fetchone()["n"] == 2,
                  timeout=15, what="both runners waiting for work")
 
         def produce(k: int) -> None:
@@ -141,8 +146,7 @@ def test_no_wake_up_is_lost_while_runners_go_idle_and_busy(db_url, conn):
 def test_an_idle_runner_is_woken_by_enqueue_in_an_application_transaction(db_url, conn):
     app = psycopg.connect(db_url, row_factory=dict_row)
     with Sink() as sink, RunnerProcess(db_url, sink.url(), "--poll-interval", "3600") as r:
-        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'"
-                                      " AND objid = 2 AND mode = 'ShareLock'").fetchone()["n"] == 1,
+        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM mailroom.runner_waits").fetchone()["n"] == 1,
                  timeout=15, what="the runner waiting for work")
         enqueue(app, "tx@example.com", subject="s", body_text="b")
         time.sleep(0.2)

@@ -2,19 +2,20 @@
 
 BEGIN;
 
-SELECT has_function_privilege('mailroom_runner',
-  'mailroom.claim_batch(text, integer, interval, text, timestamptz)', 'execute');
+SELECT has_function_privilege('mailroom_runner', 'mailroom.claim_batch(text, integer, interval, text)', 'execute');
 DO $$
 BEGIN
-  ASSERT (SELECT prosrc LIKE '%greatest(p_now, m.updated_at)%' FROM pg_proc
-          WHERE oid = 'mailroom.claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
+  ASSERT NOT has_function_privilege('mailroom_runner',
+           'mailroom._claim_batch(text, integer, interval, text, timestamptz)', 'execute'),
+    'the clock-pinning _claim_batch must be owner-only';
+  ASSERT (SELECT prosrc LIKE '%greatest(p_now, q.updated_at)%' FROM pg_proc
+          WHERE oid = 'mailroom._claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
     'claim_batch stamps claims with the transaction start, not after the row''s last change';
-END
-$$;
-DO $$
-BEGIN
-  ASSERT (SELECT prosrc NOT LIKE '%INSERT INTO mailroom.attempts%' FROM pg_proc WHERE oid = 'mailroom.claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
-    'claim_batch still opens a ledger row per claim';
+  ASSERT (SELECT prosrc LIKE '%mailroom._claim_gate(%' FROM pg_proc
+          WHERE oid = 'mailroom._claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
+    'claim_batch does not apply the gate';
+  ASSERT to_regprocedure('mailroom.claim_batch(text, integer, interval, text, timestamptz)') IS NULL,
+    'the v0.3 claim_batch with p_now is still executable';
 END
 $$;
 

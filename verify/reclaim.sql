@@ -2,11 +2,13 @@
 
 BEGIN;
 
-SELECT has_function_privilege('mailroom_runner', 'mailroom.reclaim(timestamptz, integer)', 'execute');
+SELECT has_function_privilege('mailroom_runner', 'mailroom.reclaim(integer)', 'execute');
 DO $$
 BEGIN
-  ASSERT (SELECT prosrc LIKE '%INSERT INTO mailroom.attempts%' FROM pg_proc WHERE oid = 'mailroom.reclaim(timestamptz, integer)'::regprocedure),
-    'reclaim does not write the expired attempt to the ledger';
+  ASSERT NOT has_function_privilege('mailroom_runner', 'mailroom._reclaim(integer, timestamptz)', 'execute'),
+    'the clock-pinning _reclaim(integer, timestamptz) must be owner-only';
+  ASSERT to_regprocedure('mailroom.reclaim(timestamptz, integer)') IS NULL,
+    'the v0.3 reclaim with p_now is still executable';
 END
 $$;
 

@@ -4,8 +4,10 @@ BEGIN;
 
 DO $$
 BEGIN
-  ASSERT pg_catalog.has_function_privilege('mailroom_runner', 'mailroom.send_rate_retry_after(text, timestamptz)', 'execute'),
+  ASSERT pg_catalog.has_function_privilege('mailroom_runner', 'mailroom.send_rate_retry_after(text)', 'execute'),
          'mailroom_runner cannot execute send_rate_retry_after';
+  ASSERT NOT pg_catalog.has_function_privilege('mailroom_runner', 'mailroom._send_rate_retry_after(text, timestamptz)', 'execute'),
+         'mailroom_runner may execute the owner-only _send_rate_retry_after';
 END
 $$;
 

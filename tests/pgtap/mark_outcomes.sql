@@ -1,34 +1,37 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(40);
+SELECT plan(47);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
+TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
 UPDATE mailroom.settings SET value = '10 seconds' WHERE key = 'retry_backoff_base';
 
-SELECT has_function('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'], 'mark_outcomes exists');
+SELECT has_function('mailroom', 'mark_outcomes', ARRAY['jsonb'], 'mark_outcomes exists');
 SELECT has_function('mailroom', 'mark_outcome',
-  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'mark_outcome exists');
-SELECT is_definer('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'], 'mark_outcomes is SECURITY DEFINER');
+  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text'], 'mark_outcome exists');
+SELECT hasnt_function('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+  'the v0.3 mark_outcomes with p_now is gone');
+SELECT is_definer('mailroom', 'mark_outcomes', ARRAY['jsonb'], 'mark_outcomes is SECURITY DEFINER');
 SELECT is_definer('mailroom', 'mark_outcome',
-  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text', 'timestamp with time zone'], 'mark_outcome is SECURITY DEFINER');
-SELECT ok((SELECT proconfig @> ARRAY['plan_cache_mode=force_custom_plan', 'enable_seqscan=off']
-            FROM pg_proc WHERE oid = 'mailroom.mark_outcomes(jsonb, timestamptz)'::regprocedure),
-  'mark_outcomes plans every call afresh, without sequential scans (no stale plan scans the ledger)');
-SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+  ARRAY['bigint', 'uuid', 'text', 'text', 'integer', 'text', 'text'], 'mark_outcome is SECURITY DEFINER');
+SELECT ok((SELECT proconfig @> ARRAY['enable_seqscan=off', 'plan_cache_mode=force_generic_plan']
+            FROM pg_proc WHERE oid = 'mailroom._mark_outcomes(jsonb, timestamptz)'::regprocedure),
+  'mark_outcomes plans once per session, without sequential scans (no stale plan scans the ledger)');
+SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb'],
   'mailroom_runner', ARRAY['EXECUTE'], 'runners may report outcomes');
-SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+SELECT function_privs_are('mailroom', 'mark_outcomes', ARRAY['jsonb'],
   'mailroom_app', ARRAY[]::text[], 'apps may not report outcomes');
+SELECT function_privs_are('mailroom', '_mark_outcomes', ARRAY['jsonb', 'timestamp with time zone'],
+  'mailroom_runner', ARRAY[]::text[], 'runners may not pin the clock');
 
 SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_max_attempts => 2,
                         p_on_ambiguous => CASE WHEN k = 'amb-review' THEN 'review' ELSE 'retry' END,
-                        p_now => '2030-01-01 00:00Z')
+                        p_send_at => '2030-01-01 00:00Z')
 FROM unnest(ARRAY['ok', 'soft', 'hard', 'bounce', 'amb-retry', 'amb-review']) AS k;
-SELECT mailroom.enqueue('bounce@EXAMPLE.com', 'Other', 'B', p_delivery_key => 'bounce-later', p_send_at => '2030-02-01Z',
-                        p_now => '2030-01-01 00:00Z');
-CREATE TEMP TABLE c AS SELECT * FROM mailroom.claim_batch('w1', 6, '5 minutes', NULL, '2030-01-01 00:01Z');
+SELECT mailroom.enqueue('bounce@EXAMPLE.com', 'Other', 'B', p_delivery_key => 'bounce-later', p_send_at => '2030-02-01Z');
+CREATE TEMP TABLE c AS SELECT * FROM mailroom._claim_batch('w1', 6, '5 minutes', NULL, '2030-01-01 00:01Z');
 
-SELECT is(mailroom.mark_outcomes(
+SELECT is(mailroom._mark_outcomes(
   (SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token) || CASE delivery_key
      WHEN 'ok'         THEN '{"outcome": "sent", "smtp_code": 250, "detail": "2.0.0 queued as A1", "provider_id": "A1"}'
      WHEN 'soft'       THEN '{"outcome": "retry", "smtp_code": 451, "smtp_enhanced": "4.7.1", "detail": "try later"}'
@@ -39,6 +42,12 @@ SELECT is(mailroom.mark_outcomes(
 
 SELECT results_eq($$SELECT status, sent_at, lease_token FROM mailroom.messages WHERE delivery_key = 'ok'$$,
   $$VALUES ('sent'::text, '2030-01-01 00:02Z'::timestamptz, NULL::uuid)$$, 'sent: sent_at set, lease cleared');
+SELECT is_empty($$SELECT FROM mailroom.queue q JOIN c USING (id) WHERE c.delivery_key IN ('ok', 'hard', 'bounce')$$,
+  'final outcomes leave the hot queue');
+SELECT results_eq($$SELECT a.finished_as, a.status_reason FROM mailroom.attempts a JOIN c ON c.id = a.message_id
+                    WHERE a.finished_as IS NOT NULL ORDER BY c.delivery_key$$,
+  $$VALUES ('failed'::text, 'permanent failure'::text), ('failed', 'permanent failure'), ('sent', NULL)$$,
+  '... and their attempt''s ledger row is the finishing row (bounce, hard, ok)');
 SELECT results_eq($$SELECT status, status_reason, last_error FROM mailroom.messages WHERE delivery_key = 'soft'$$,
   $$VALUES ('queued'::text, 'retry'::text, '451 4.7.1 try later'::text)$$, 'retry: back to queued with the SMTP reply');
 SELECT ok((SELECT run_at BETWEEN '2030-01-01 00:02:05Z' AND '2030-01-01 00:02:10Z' FROM mailroom.messages WHERE delivery_key = 'soft'),
@@ -47,8 +56,6 @@ SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE de
   $$VALUES ('failed'::text, 'permanent failure'::text)$$, 'failed: permanent');
 SELECT results_eq($$SELECT reason, address FROM mailroom.suppressions$$,
   $$VALUES ('hard_bounce'::text, 'bounce@example.com'::text)$$, 'a 5.1.x failure suppresses the address (and only that one)');
-SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'bounce-later'$$,
-  $$VALUES ('cancelled'::text, 'suppressed'::text)$$, 'other queued mail to a hard-bounced address is cancelled');
 SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-retry'), 'queued', 'ambiguous + retry policy: queued again');
 SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-review'), 'review', 'ambiguous + review policy: held for review');
 SELECT results_eq(
@@ -60,32 +67,32 @@ SELECT results_eq(
   'the ledger records code, enhanced code and provider id');
 
 -- Retry until attempts are spent.
-CREATE TEMP TABLE c2 AS SELECT * FROM mailroom.claim_batch('w1', 10, '5 minutes', NULL, '2030-01-01 01:00Z');
+CREATE TEMP TABLE c2 AS SELECT * FROM mailroom._claim_batch('w1', 10, '5 minutes', NULL, '2030-01-01 01:00Z') WHERE delivery_key <> 'bounce-later';
 SELECT results_eq($$SELECT delivery_key, attempt FROM c2 ORDER BY delivery_key$$,
   $$VALUES ('amb-retry'::text, 2), ('soft', 2)$$, 'retried mail is claimed again once due');
-SELECT ok(mailroom.mark_outcome(id, lease_token, 'retry', 'still busy', 421, '4.4.2', NULL, '2030-01-01 01:01Z'),
+SELECT ok(mailroom._mark_outcome(id, lease_token, 'retry', 'still busy', 421, '4.4.2', NULL, '2030-01-01 01:01Z'),
   'mark_outcome applies one outcome') FROM c2 WHERE delivery_key = 'soft';
 SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'soft'$$,
   $$VALUES ('failed'::text, 'attempts exhausted'::text)$$, 'a retry on the last attempt fails the message');
 
 -- A stale token changes nothing but the ledger.
-SELECT is(mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', gen_random_uuid(), 'outcome', 'sent')),
+SELECT is(mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', gen_random_uuid(), 'outcome', 'sent')),
   '2030-01-01 01:02Z'), 0, 'an unknown token applies nothing') FROM c2 WHERE delivery_key = 'amb-retry';
 SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-retry'), 'sending', 'the live claim is untouched');
 
 -- A late "sent" under a lost lease settles a review row; a repeat is a no-op.
-SELECT is(mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')),
+SELECT is(mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')),
   '2030-01-01 01:03Z'), 0, 'a late outcome is not counted as applied') FROM c WHERE delivery_key = 'amb-review';
 SELECT is((SELECT status FROM mailroom.messages WHERE delivery_key = 'amb-review'), 'review',
   'a review row whose attempt already reported stays in review');
 -- Its lease runs out at 01:05 and reclaim, at 01:05:30, holds it for review.
-UPDATE mailroom.messages SET on_ambiguous = 'review' WHERE delivery_key = 'amb-retry';
-SELECT is(mailroom.reclaim('2030-01-01 01:05:30Z'), 1, 'reclaim ends the expired lease');
+UPDATE mailroom.queue SET on_ambiguous = 'review' WHERE id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+SELECT is(mailroom._reclaim(10000, '2030-01-01 01:05:30Z'), 1, 'reclaim ends the expired lease');
 SELECT results_eq($$SELECT reported, outcome, finished_at FROM mailroom.attempts a JOIN c2 ON c2.id = a.message_id AND c2.lease_token = a.lease_token
                     WHERE c2.delivery_key = 'amb-retry'$$,
   $$VALUES (NULL::text, 'expired'::text, '2030-01-01 01:05:30Z'::timestamptz)$$,
   'reclaim writes the expired attempt to the ledger');
-SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 01:06Z')
+SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 01:06Z')
 FROM c2 WHERE delivery_key = 'amb-retry';
 SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'amb-retry'$$,
   $$VALUES ('sent'::text, 'late outcome'::text)$$, 'a late sent for an expired attempt settles a review row as sent');
@@ -94,19 +101,39 @@ SELECT results_eq($$SELECT reported, outcome, finished_at, reported_at FROM mail
   $$VALUES ('sent'::text, 'stale'::text, '2030-01-01 01:05:30Z'::timestamptz, '2030-01-01 01:06Z'::timestamptz)$$,
   'the ledger shows the late report as stale, keeping the expiry time');
 
--- A second successful send of the same key is recorded and flagged.
-UPDATE mailroom.messages SET status = 'queued', sent_at = NULL, run_at = '2030-01-01Z' WHERE delivery_key = 'ok';
-CREATE TEMP TABLE c3 AS SELECT * FROM mailroom.claim_batch('w2', 1, '5 minutes', NULL, '2030-01-01 02:00Z');
-SELECT mailroom.mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:01Z') FROM c3;
+-- A second successful send of one mail is recorded and flagged: a mail a
+-- late report settled as sent is put back by hand (as an operator's retry
+-- would) and sent again.
+INSERT INTO mailroom.queue (id, run_at, sender, attempts, max_attempts, on_ambiguous, updated_at)
+SELECT c.id, '2030-01-01Z', c.sender, 2, 5, 'retry', '2030-01-01 02:00Z' FROM mailroom.contents c WHERE c.delivery_key = 'amb-retry';
+UPDATE mailroom.attempts SET finished_as = NULL WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+CREATE TEMP TABLE c3 AS SELECT * FROM mailroom._claim_batch('w2', 1, '5 minutes', NULL, '2030-01-01 02:00Z');
+SELECT is((SELECT attempt FROM c3), 3, 'the third attempt of amb-retry is claimed');
+SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:01Z') FROM c3;
 SELECT results_eq($$SELECT count(*)::int, count(*) FILTER (WHERE duplicate)::int FROM mailroom.attempts a
-                    JOIN mailroom.messages m ON m.id = a.message_id WHERE m.delivery_key = 'ok' AND a.reported = 'sent'$$,
+                    JOIN mailroom.contents m ON m.id = a.message_id WHERE m.delivery_key = 'amb-retry' AND a.reported = 'sent'$$,
   $$VALUES (2, 1)$$, 'two successful attempts of one key: the second is flagged duplicate');
+-- An operator's retry resets the attempt count (retry, resolve_review): the
+-- next success is attempt 1 again, and still flagged.
+INSERT INTO mailroom.queue (id, run_at, sender, attempts, max_attempts, on_ambiguous, status_reason, updated_at)
+SELECT c.id, '2030-01-01Z', c.sender, 0, 5, 'retry', 'operator retry', '2030-01-01 02:10Z' FROM mailroom.contents c WHERE c.delivery_key = 'amb-retry';
+UPDATE mailroom.attempts SET finished_as = NULL WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+CREATE TEMP TABLE c4 AS SELECT * FROM mailroom._claim_batch('w3', 1, '5 minutes', NULL, '2030-01-01 02:10Z');
+SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:11Z') FROM c4;
+SELECT results_eq($$SELECT a.attempt, a.duplicate FROM mailroom.attempts a JOIN c4 ON c4.id = a.message_id AND c4.lease_token = a.lease_token$$,
+  $$VALUES (1, true)$$, 'a success after an operator''s retry (attempt 1 again) is flagged duplicate too');
+
+-- Other mail to a hard-bounced address meets the gate.
+SELECT is((SELECT count(*)::int FROM mailroom._claim_batch('w9', 10, '1 minute', NULL, '2030-02-01 00:00:01Z') WHERE delivery_key = 'bounce-later'), 0,
+  'other mail to a hard-bounced address is never claimed ...');
+SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'bounce-later'$$,
+  $$VALUES ('cancelled'::text, 'suppressed'::text)$$, '... the gate cancels it');
 
 -- Bad input: refused whole, nothing written.
 CREATE TEMP TABLE before_errors AS SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL) AS reported,
   (SELECT string_agg(status, ',' ORDER BY id) FROM mailroom.messages) AS statuses;
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('{"id": 1}')$$, '22023',
-  'mailroom: results: must be a JSON array of outcome objects', 'not an array');
+  'mailroom: results: must be a JSON array of outcome objects', 'not an array (the public function)');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[42]')$$, '22023', 'mailroom: results[0]: must be an object', 'element not an object');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
   'mailroom: results[0].id: missing', 'missing id');

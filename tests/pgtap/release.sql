@@ -1,20 +1,23 @@
 -- Tests for mailroom:release
 BEGIN;
-SELECT plan(8);
+SELECT plan(10);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
+TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
 
-SELECT has_function('mailroom', 'release', ARRAY['bigint[]', 'uuid', 'timestamp with time zone']);
-SELECT is_definer('mailroom', 'release', ARRAY['bigint[]', 'uuid', 'timestamp with time zone']);
-SELECT function_privs_are('mailroom', 'release', ARRAY['bigint[]', 'uuid', 'timestamp with time zone'],
+SELECT has_function('mailroom', 'release', ARRAY['bigint[]', 'uuid']);
+SELECT hasnt_function('mailroom', 'release', ARRAY['bigint[]', 'uuid', 'timestamp with time zone'], 'the v0.3 release with p_now is gone');
+SELECT is_definer('mailroom', 'release', ARRAY['bigint[]', 'uuid']);
+SELECT function_privs_are('mailroom', 'release', ARRAY['bigint[]', 'uuid'],
   'mailroom_runner', ARRAY['EXECUTE'], 'runners may release');
+SELECT function_privs_are('mailroom', '_release', ARRAY['bigint[]', 'uuid', 'timestamp with time zone'],
+  'mailroom_runner', ARRAY[]::text[], 'the clock-pinning twin is owner-only');
 
-SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_now => '2030-01-01Z')
+SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_send_at => '2030-01-01Z')
 FROM unnest(ARRAY['a', 'b']) AS k;
-CREATE TEMP TABLE c AS SELECT * FROM mailroom.claim_batch('w', 2, '1 minute', NULL, '2030-01-01 00:00Z');
+CREATE TEMP TABLE c AS SELECT * FROM mailroom._claim_batch('w', 2, '1 minute', NULL, '2030-01-01 00:00Z');
 
-SELECT is(mailroom.release((SELECT array_agg(id) FROM c WHERE delivery_key = 'a'), (SELECT lease_token FROM c LIMIT 1), '2030-01-01 00:00:10Z'),
+SELECT is(mailroom._release((SELECT array_agg(id) FROM c WHERE delivery_key = 'a'), (SELECT lease_token FROM c LIMIT 1), '2030-01-01 00:00:10Z'),
   1, 'one claim handed back');
 SELECT results_eq($$SELECT status, attempts, lease_token FROM mailroom.messages WHERE delivery_key = 'a'$$,
   $$VALUES ('queued'::text, 0, NULL::uuid)$$, 'queued again, the attempt not counted');

@@ -1,0 +1,140 @@
+-- Deploy mailroom:send_rates to pg
+-- requires: table_senders
+-- requires: table_domain_limits
+-- requires: rate_limit_sliding
+
+BEGIN;
+
+-- Send rates live in mailroom.rate_limits under reserved keys, as sliding
+-- windows (never more than the limit in any span of the window):
+--   mailroom/sender/<name>/s, mailroom/sender/<name>/m   per sender
+--   mailroom/domain/<domain>/s, mailroom/domain/<domain>/m   per recipient domain
+-- claim_batch (deploy/claim_batch.sql) reads them before it claims and
+-- records what it claimed, in the same transaction.
+
+-- Pure arithmetic over a sliding-window row's slots, as _rate_sliding_take
+-- counts them, for set-based use in claim_batch (one statement for all
+-- domains instead of a function call each). Plain SQL over qualified
+-- pg_catalog functions, without SECURITY DEFINER or SET: they read no table,
+-- and this way the planner inlines them.
+CREATE FUNCTION mailroom._rate_slot(p_at timestamptz, p_window interval) RETURNS bigint
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+  SELECT floor(mailroom._epoch_us(p_at)::numeric
+               / ceil((extract(epoch FROM p_window) * 1000000)::numeric / 50))::bigint
+$$;
+ALTER FUNCTION mailroom._rate_slot(timestamptz, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._rate_slot(timestamptz, interval) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._rate_slot(timestamptz, interval) IS
+  'Internal: the sliding-window slot (window / 50 long, counted from the Unix epoch) that holds p_at.';
+
+CREATE FUNCTION mailroom._rate_slots_used(p_slots bigint[], p_hits integer[], p_slot bigint)
+RETURNS TABLE (used integer, newest bigint)
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+  SELECT coalesce(sum(u.h) FILTER (WHERE u.s >= p_slot - 50), 0)::integer, max(u.s)
+  FROM unnest(p_slots, p_hits) AS u(s, h)
+$$;
+ALTER FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._rate_slots_used(bigint[], integer[], bigint) IS
+  'Internal: hits a request in slot p_slot is judged against (slots >= p_slot - 50), and the newest slot.';
+
+CREATE FUNCTION mailroom._rate_slots_add(p_slots bigint[], p_hits integer[], p_slot bigint, p_n integer)
+RETURNS TABLE (slots bigint[], slot_hits integer[], used integer)
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+  SELECT coalesce(array_agg(x.s ORDER BY x.s), '{}'),
+         coalesce(array_agg(x.h ORDER BY x.s), '{}'),
+         coalesce(sum(x.h) FILTER (WHERE x.s >= p_slot - 50), 0)::integer
+  FROM (SELECT u.s, sum(u.h)::integer AS h
+        FROM (SELECT t.s, t.h FROM unnest(p_slots, p_hits) AS t(s, h)
+              WHERE t.s >= greatest(p_slot, (SELECT max(m.m) FROM unnest(p_slots) AS m(m))) - 100
+              UNION ALL
+              SELECT p_slot, p_n) AS u
+        GROUP BY u.s) AS x
+  WHERE x.h > 0
+$$;
+ALTER FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._rate_slots_add(bigint[], integer[], bigint, integer) IS
+  'Internal: a row''s slots with p_n hits added in slot p_slot and slots older than two windows dropped, and the hits now in the window.';
+
+CREATE FUNCTION mailroom._send_rate_available(
+  p_prefix     text,
+  p_per_second integer,
+  p_per_minute integer,
+  p_now        timestamptz
+) RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_available integer;
+BEGIN
+  -- want 0: look only, but lock the rows until commit, so that no other claim
+  -- spends the same budget before this one records what it took.
+  IF p_per_second IS NOT NULL THEN
+    v_available := (mailroom._rate_sliding_take(p_prefix || '/s', 0, p_per_second, interval '1 second', p_now)).remaining;
+  END IF;
+  IF p_per_minute IS NOT NULL THEN
+    v_available := least(v_available,
+      (mailroom._rate_sliding_take(p_prefix || '/m', 0, p_per_minute, interval '1 minute', p_now)).remaining);
+  END IF;
+  RETURN v_available;
+END
+$$;
+ALTER FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_rate_available(text, integer, integer, timestamptz) IS
+  'Internal: how many sends the per-second and per-minute windows under p_prefix still allow at p_now (NULL: no limit); locks their rows until commit.';
+
+CREATE FUNCTION mailroom._send_rate_record(
+  p_keys    text[],
+  p_ns      integer[],
+  p_windows interval[],
+  p_now     timestamptz
+) RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  -- One statement for every budget a claim spent. The caller holds what
+  -- serialises these keys (sender rows locked by _send_rate_available, the
+  -- domain advisory lock) and checked the budgets at the same p_now.
+  INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+  SELECT i.key, 'sliding', i.win, i.n, ARRAY[i.slot], ARRAY[i.n],
+         mailroom._from_epoch_us((i.slot + 51) * ceil((extract(epoch FROM i.win) * 1000000)::numeric / 50)::bigint)
+  FROM (SELECT u.key, u.n, u.win, mailroom._rate_slot(p_now, u.win) AS slot
+        FROM unnest(p_keys, p_ns, p_windows) AS u(key, n, win)
+        WHERE u.n > 0) AS i
+  ON CONFLICT (key) DO UPDATE
+     SET (slots, slot_hits, hits) = (
+           SELECT a.slots, a.slot_hits, a.used
+           FROM mailroom._rate_slots_add(
+                  CASE WHEN r.algorithm = 'sliding' AND r.window_length = EXCLUDED.window_length THEN r.slots END,
+                  CASE WHEN r.algorithm = 'sliding' AND r.window_length = EXCLUDED.window_length THEN r.slot_hits END,
+                  EXCLUDED.slots[1], EXCLUDED.slot_hits[1]) AS a),
+         algorithm = 'sliding',
+         window_length = EXCLUDED.window_length,
+         window_start = NULL,
+         expires_at = CASE WHEN r.algorithm = 'sliding' AND r.window_length = EXCLUDED.window_length
+                           THEN greatest(r.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END;
+END
+$$;
+ALTER FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], timestamptz) IS
+  'Internal: record p_ns[i] sends at p_now in the sliding window p_windows[i] of key p_keys[i], for all keys in one statement (claim_batch, after checking the budgets under their locks).';
+
+COMMIT;

@@ -71,7 +71,7 @@ BEGIN
   -- An optimisation: park its queued mail now, so claims skip it by index.
   -- Rows a runner is claiming right now are locked: this waits for that
   -- claim and then skips them (they are 'sending').
-  UPDATE mailroom.queue q SET status = 'paused', updated_at = now()
+  UPDATE mailroom.queue q SET status = 'paused', status_reason = 'campaign_paused', updated_at = now()
   FROM mailroom.contents c
   WHERE c.campaign_id = p_campaign AND q.id = c.id AND q.status = 'queued';
   GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -108,6 +108,7 @@ BEGIN
   -- applies it again at claim time either way.
   UPDATE mailroom.queue q
   SET status = 'queued',
+      status_reason = NULL,
       run_at = CASE WHEN v_c.window_start IS NULL THEN q.run_at
                     ELSE mailroom._window_open(coalesce(c.recipient_zone, v_c.time_zone), v_c.window_start,
                                                v_c.window_end, greatest(q.run_at, now())) END,

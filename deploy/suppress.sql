@@ -36,8 +36,7 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_key   text;
-  v_count integer;
+  v_key text;
 BEGIN
   PERFORM mailroom._check_address('address', p_address);
   IF p_reason IS NULL OR p_reason NOT IN ('unsubscribed', 'hard_bounce', 'complaint', 'manual') THEN
@@ -52,8 +51,7 @@ BEGIN
   INSERT INTO mailroom.suppressions (address_key, address, reason, source, created_at)
   VALUES (v_key, p_address, p_reason, p_source, now())
   ON CONFLICT (address_key) DO NOTHING;
-  v_count := 0;   -- see the header: the gate cancels the address's live mail
-  RETURN v_count;
+  RETURN 0;   -- see the header: the gate cancels the address's live mail
 END
 $$;
 ALTER FUNCTION mailroom.suppress(text, text, text) OWNER TO mailroom_owner;

@@ -43,16 +43,16 @@ def scenario(conn) -> dict[str, int]:
         SELECT mailroom.enqueue(k || '@example.com', 'Subject ' || k, 'Body', p_delivery_key => k,
                                 p_sender => CASE WHEN k LIKE 'news%%' THEN 'news' ELSE 'default' END,
                                 p_on_ambiguous => CASE WHEN k LIKE 'careful%%' THEN 'review' ELSE 'retry' END,
-                                p_now => now() - interval '10 minutes')
+                                p_send_at => now() - interval '10 minutes')
         FROM unnest(ARRAY['sent-1', 'failed-1', 'careful-1', 'careful-2', 'news-1', 'news-2']) AS k
         """
     )
     claimed = conn.execute(
-        "SELECT id, lease_token, delivery_key FROM mailroom.claim_batch('w1', 4, '1 minute', 'default', now() - interval '9 minutes')"
+        "SELECT id, lease_token, delivery_key FROM mailroom._claim_batch('w1', 4, '1 minute', 'default', now() - interval '9 minutes')"
     ).fetchall()
     outcome = {"sent-1": "sent", "failed-1": "failed", "careful-1": "ambiguous"}
     conn.execute(
-        "SELECT mailroom.mark_outcomes(%s::jsonb, now() - interval '8 minutes')",
+        "SELECT mailroom._mark_outcomes(%s::jsonb, now() - interval '8 minutes')",
         (json.dumps([{"id": c["id"], "token": str(c["lease_token"]), "outcome": outcome[c["delivery_key"]],
                       **({"smtp_code": 554, "detail": "rejected"} if c["delivery_key"] == "failed-1" else {})}
                      for c in claimed if c["delivery_key"] in outcome]),),
@@ -62,7 +62,7 @@ def scenario(conn) -> dict[str, int]:
         conn.execute("SELECT mailroom.upsert_template('cli-test', 'S', 'B')")
         conn.execute("INSERT INTO mailroom.campaigns (id, name, template_key, send_at) OVERRIDING SYSTEM VALUE"
                      " VALUES (7, 'cli-test', 'cli-test', now())")
-    conn.execute("UPDATE mailroom.messages SET campaign_id = 7, recipient_id = delivery_key"
+    conn.execute("UPDATE mailroom.contents SET campaign_id = 7, recipient_id = delivery_key"
                  " WHERE delivery_key LIKE 'news%%' OR delivery_key = 'failed-1'")
     return {r["delivery_key"]: r["id"] for r in conn.execute("SELECT delivery_key, id FROM mailroom.messages")}
 
@@ -143,7 +143,11 @@ def test_retry_ids_and_campaign(operator_dsn, conn, scenario):
     assert [(r["delivery_key"], r["status"], r["attempts"]) for r in rows] == [
         ("careful-1", "queued", 0), ("failed-1", "queued", 0), ("sent-1", "sent", 1)]
 
-    conn.execute("UPDATE mailroom.messages SET status = 'failed' WHERE delivery_key LIKE 'news%%'")
+    # the news mail fails (finished: queue row out, a finishing ledger row)
+    conn.execute("WITH gone AS (DELETE FROM mailroom.queue q USING mailroom.contents c"
+                 " WHERE c.id = q.id AND c.delivery_key LIKE 'news%%' RETURNING q.id, q.attempts)"
+                 " INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)"
+                 " SELECT id, attempts, now(), 'failed', 'failed', 'test' FROM gone")
     code, out, err = run("retry", "--dsn", operator_dsn, "--campaign", "7", "--json")
     assert code == 0, err
     assert json.loads(out) == {"campaign": 7, "retried": 2}

@@ -1,4 +1,4 @@
--- pgTAP: mailroom.campaigns and how campaign mail is tied to it (v0.4: in mailroom.contents).
+-- pgTAP: mailroom.campaigns and what it adds to messages.
 BEGIN;
 SELECT plan(11);
 
@@ -8,24 +8,24 @@ SELECT columns_are('mailroom', 'campaigns', ARRAY['id', 'name', 'template_key', 
   'updated_at', 'finished_at'], 'campaigns has the expected columns');
 SELECT table_owner_is('mailroom', 'campaigns', 'mailroom_owner', 'owned by mailroom_owner');
 SELECT table_privs_are('mailroom', 'campaigns', 'mailroom_app', ARRAY[]::text[], 'mailroom_app has no direct access');
-SELECT has_column('mailroom', 'contents', 'recipient_zone', 'contents.recipient_zone exists');
-SELECT fk_ok('mailroom', 'contents', 'campaign_id', 'mailroom', 'campaigns', 'id', 'contents.campaign_id references campaigns');
-SELECT has_index('mailroom', 'contents', 'contents_campaign_recipient_unique', 'UNIQUE (campaign_id, recipient_id) index');
+SELECT has_column('mailroom', 'messages', 'recipient_zone', 'messages.recipient_zone exists');
+SELECT fk_ok('mailroom', 'messages', 'campaign_id', 'mailroom', 'campaigns', 'id', 'messages.campaign_id references campaigns');
+SELECT has_index('mailroom', 'messages', 'messages_campaign_recipient_unique', 'UNIQUE (campaign_id, recipient_id) index');
 
 INSERT INTO mailroom.templates (key, subject, body_text) VALUES ('t', 's', 'b');
 INSERT INTO mailroom.campaigns (name, template_key, send_at) VALUES ('c', 't', now());
-INSERT INTO mailroom.contents (delivery_key, to_address, template_key, campaign_id, recipient_id)
+INSERT INTO mailroom.messages (delivery_key, to_address, template_key, campaign_id, recipient_id)
 SELECT 'k1', 'a@example.org', 't', id, 'r1' FROM mailroom.campaigns WHERE name = 'c';
-SELECT throws_ok($$INSERT INTO mailroom.contents (delivery_key, to_address, template_key, campaign_id, recipient_id)
+SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, template_key, campaign_id, recipient_id)
                    SELECT 'k2', 'a@example.org', 't', id, 'r1' FROM mailroom.campaigns WHERE name = 'c'$$,
   '23505', NULL, 'a recipient appears once per campaign');
-SELECT throws_ok($$INSERT INTO mailroom.contents (delivery_key, to_address, template_key, campaign_id)
+SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, template_key, campaign_id)
                    SELECT 'k3', 'a@example.org', 't', id FROM mailroom.campaigns WHERE name = 'c'$$,
   '23514', NULL, 'campaign mail needs a recipient_id');
 SELECT throws_ok($$INSERT INTO mailroom.campaigns (name, template_key, send_at, window_start, window_end)
                    VALUES ('w', 't', now(), '08:00', '08:00')$$,
   '23514', NULL, 'an empty window is refused by the table too');
-SELECT lives_ok($$INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text)
+SELECT lives_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text)
                   VALUES ('k4', 'a@example.org', 's', 'b')$$, 'mail outside campaigns is unaffected');
 
 SELECT * FROM finish();

@@ -276,8 +276,9 @@ BEGIN
     FROM src k
   ),
   live AS (
-    INSERT INTO mailroom.queue (id, status, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
-    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END, $7,
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
+           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
            coalesce(o.run_at, $12), $3, $8, $9, $2
     FROM src k
     LEFT JOIN openings o ON o.zone = k.zone
@@ -319,8 +320,9 @@ BEGIN
                                 WHERE s.address_key = mailroom._address_key(to_address)) THEN 'suppressed' END AS reason
   ),
   live AS (
-    INSERT INTO mailroom.queue (id, status, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
-    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END, $7,
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
+           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
            coalesce(o.run_at, $12), $3, $8, $9, $2
     FROM content k
     LEFT JOIN openings o ON o.zone = k.recipient_zone

@@ -66,15 +66,15 @@ DECLARE
   v_run_at  timestamptz;
   v_retimed timestamptz;
 BEGIN
-  IF NOT p_new.active THEN
-    -- Nothing to write: the gate finishes this schedule's mail as
-    -- schedule_inactive when it comes due (see the header).
-    p_new.next_run_at := NULL;
-    RETURN p_new;
-  END IF;
-  IF NOT p_old.active THEN
+  -- Deactivated: nothing is written to its mail for that (the gate finishes
+  -- it as schedule_inactive when it comes due; see the header). Other
+  -- changes made at the same time still apply to it below, so mail that is
+  -- still queued when the schedule is switched back on says what it should.
+  IF p_new.active AND NOT p_old.active THEN
     -- Activated again: mail whose time passed while the schedule was off is
-    -- finished (the schedule restarts from the next occurrence after now).
+    -- finished (the schedule restarts from the next occurrence after now);
+    -- mail of an occurrence still ahead stays queued and goes out once
+    -- (materializing its period again finds its key taken).
     WITH gone AS (
       DELETE FROM mailroom.queue q
       USING mailroom.contents c
@@ -83,88 +83,86 @@ BEGIN
     )
     INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
     SELECT g.id, g.attempts, p_now, 'cancelled', 'cancelled', 'schedule_inactive', g.last_error FROM gone g;
-    IF NOT v_timing AND NOT v_content AND p_new.window_start IS NOT DISTINCT FROM p_old.window_start
-       AND p_new.window_end IS NOT DISTINCT FROM p_old.window_end AND p_new.priority = p_old.priority THEN
-      -- Mail of an occurrence still ahead stays queued and goes out once:
-      -- materializing its period again finds its key taken.
-      p_new.next_run_at := mailroom._next_occurrence(v_spec, p_new.time_zone, p_now);
-      RETURN p_new;
-    END IF;
-    v_timing := true;
   END IF;
 
-  FOR v_m IN
-    SELECT q.id, c.delivery_key, q.attempts, q.max_attempts, q.run_at, q.status, q.last_error, q.on_ambiguous,
-           mailroom._local_to_instant(substring(c.delivery_key FROM '^schedule:[0-9]+:([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}):')::timestamp,
-                                      p_old.time_zone) AS nominal
-    FROM mailroom.contents c JOIN mailroom.queue q ON q.id = c.id
-    WHERE c.schedule_id = p_new.id AND q.status IN ('queued', 'paused')
-    ORDER BY nominal DESC, q.id DESC
-    FOR UPDATE OF q
-  LOOP
-    IF v_timing AND NOT v_first THEN
-      v_at := NULL;   -- a backlog of the old timing: stale
-    ELSIF v_timing THEN
-      v_at := mailroom._next_occurrence(v_spec, p_new.time_zone, least(p_now, v_m.nominal - interval '1 second'));
-    ELSE
-      v_at := v_m.nominal;
-    END IF;
-    v_first := false;
-    v_key := CASE WHEN v_at IS NOT NULL
-                  THEN mailroom._schedule_delivery_key(p_new.id, v_at, p_new.time_zone, p_new.channel) END;
-    -- v_m.delivery_key may carry ":r<id>" suffixes (a replaced mail); its
-    -- period is the key without them.
-    IF v_at IS NULL OR (v_key <> regexp_replace(v_m.delivery_key, '(:r[0-9]+)+$', '')
-                        AND EXISTS (SELECT FROM mailroom.contents k
-                                    LEFT JOIN mailroom.attempts f ON f.message_id = k.id AND f.finished_as IS NOT NULL
-                                    WHERE k.delivery_key = v_key AND f.finished_as IS DISTINCT FROM 'cancelled')) THEN
-      -- stale, or its new period is mailed or queued already: finish it
-      DELETE FROM mailroom.queue WHERE id = v_m.id;
-      INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
-      VALUES (v_m.id, v_m.attempts, p_now, 'cancelled', 'cancelled', 'schedule_changed', v_m.last_error);
-      CONTINUE;
-    END IF;
-    v_run_at := mailroom._window_open(p_new.time_zone, p_new.window_start, p_new.window_end,
-                                      greatest(v_at, CASE WHEN v_m.attempts > 0 THEN v_m.run_at END));
-    IF v_timing OR v_content THEN
-      -- What the mail says or which period it is changes: contents are
-      -- written once, so the old mail is finished and a new one takes its place.
-      -- The period's own key when it is free, else that key plus ":r<old id>"
-      -- (unique: the old mail is finished for good). Materializing the
-      -- period again finds its key taken either way: never twice.
-      IF EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = v_key) THEN
-        v_key := v_key || ':r' || v_m.id;
+  IF v_timing OR v_content OR p_new.priority <> p_old.priority
+     OR p_new.window_start IS DISTINCT FROM p_old.window_start OR p_new.window_end IS DISTINCT FROM p_old.window_end THEN
+    FOR v_m IN
+      SELECT q.id, c.delivery_key, q.attempts, q.max_attempts, q.run_at, q.status, q.last_error, q.on_ambiguous,
+             mailroom._local_to_instant(substring(c.delivery_key FROM '^schedule:[0-9]+:([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}):')::timestamp,
+                                        p_old.time_zone) AS nominal
+      FROM mailroom.contents c JOIN mailroom.queue q ON q.id = c.id
+      WHERE c.schedule_id = p_new.id AND q.status IN ('queued', 'paused')
+      ORDER BY nominal DESC, q.id DESC
+      FOR UPDATE OF q
+    LOOP
+      IF v_timing AND NOT v_first THEN
+        v_at := NULL;   -- a backlog of the old timing: stale
+      ELSIF v_timing THEN
+        v_at := mailroom._next_occurrence(v_spec, p_new.time_zone, least(p_now, v_m.nominal - interval '1 second'));
+      ELSE
+        v_at := v_m.nominal;
       END IF;
-      DELETE FROM mailroom.queue WHERE id = v_m.id;
-      INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
-      VALUES (v_m.id, v_m.attempts, p_now, 'cancelled', 'cancelled', 'schedule_changed', v_m.last_error);
-      WITH content AS (
-        INSERT INTO mailroom.contents (delivery_key, sender, to_address, template_key, template_vars, priority,
-                                       max_attempts, on_ambiguous, schedule_id, recipient_id, recipient_zone, created_at)
-        VALUES (v_key, p_new.sender, p_new.to_address, p_new.template_key, p_new.vars, p_new.priority,
-                v_m.max_attempts, v_m.on_ambiguous, p_new.id, p_new.recipient_id, p_new.time_zone, p_now)
-        RETURNING id
-      )
-      INSERT INTO mailroom.queue (id, status, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
-                                  last_error, updated_at)
-      SELECT content.id, v_m.status, p_new.priority, v_run_at, p_new.sender, v_m.attempts, v_m.max_attempts,
-             v_m.on_ambiguous, v_m.last_error, p_now
-      FROM content;
-    ELSE
-      -- priority or window only: the live row moves, the content stays
-      UPDATE mailroom.queue SET priority = p_new.priority, run_at = v_run_at, updated_at = p_now
-      WHERE id = v_m.id;
-    END IF;
-    IF v_timing THEN
-      v_retimed := v_at;
-    END IF;
-  END LOOP;
+      v_first := false;
+      v_key := CASE WHEN v_at IS NOT NULL
+                    THEN mailroom._schedule_delivery_key(p_new.id, v_at, p_new.time_zone, p_new.channel) END;
+      -- v_m.delivery_key may carry ":r<id>" suffixes (a replaced mail); its
+      -- period is the key without them.
+      IF v_at IS NULL OR (v_key <> regexp_replace(v_m.delivery_key, '(:r[0-9]+)+$', '')
+                          AND EXISTS (SELECT FROM mailroom.contents k
+                                      LEFT JOIN mailroom.attempts f ON f.message_id = k.id AND f.finished_as IS NOT NULL
+                                      WHERE k.delivery_key = v_key AND f.finished_as IS DISTINCT FROM 'cancelled')) THEN
+        -- stale, or its new period is mailed or queued already: finish it
+        DELETE FROM mailroom.queue WHERE id = v_m.id;
+        INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+        VALUES (v_m.id, v_m.attempts, p_now, 'cancelled', 'cancelled', 'schedule_changed', v_m.last_error);
+        CONTINUE;
+      END IF;
+      v_run_at := mailroom._window_open(p_new.time_zone, p_new.window_start, p_new.window_end,
+                                        greatest(v_at, CASE WHEN v_m.attempts > 0 THEN v_m.run_at END));
+      IF v_timing OR v_content THEN
+        -- What the mail says or which period it is changes: contents are
+        -- written once, so the old mail is finished and a new one takes its place.
+        -- The period's own key when it is free, else that key plus ":r<old id>"
+        -- (unique: the old mail is finished for good). Materializing the
+        -- period again finds its key taken either way: never twice.
+        IF EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = v_key) THEN
+          v_key := v_key || ':r' || v_m.id;
+        END IF;
+        DELETE FROM mailroom.queue WHERE id = v_m.id;
+        INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+        VALUES (v_m.id, v_m.attempts, p_now, 'cancelled', 'cancelled', 'schedule_changed', v_m.last_error);
+        WITH content AS (
+          INSERT INTO mailroom.contents (delivery_key, sender, to_address, template_key, template_vars, priority,
+                                         max_attempts, on_ambiguous, schedule_id, recipient_id, recipient_zone, created_at)
+          VALUES (v_key, p_new.sender, p_new.to_address, p_new.template_key, p_new.vars, p_new.priority,
+                  v_m.max_attempts, v_m.on_ambiguous, p_new.id, p_new.recipient_id, p_new.time_zone, p_now)
+          RETURNING id
+        )
+        INSERT INTO mailroom.queue (id, status, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
+                                    last_error, updated_at)
+        SELECT content.id, v_m.status, p_new.priority, v_run_at, p_new.sender, v_m.attempts, v_m.max_attempts,
+               v_m.on_ambiguous, v_m.last_error, p_now
+        FROM content;
+      ELSE
+        -- priority or window only: the live row moves, the content stays
+        UPDATE mailroom.queue SET priority = p_new.priority, run_at = v_run_at, updated_at = p_now
+        WHERE id = v_m.id;
+      END IF;
+      IF v_timing THEN
+        v_retimed := v_at;
+      END IF;
+    END LOOP;
+  END IF;
 
   IF v_retimed IS NOT NULL THEN
     p_new.last_run_at := v_retimed;
     p_new.next_run_at := mailroom._next_occurrence(v_spec, p_new.time_zone, v_retimed);
-  ELSIF v_timing THEN
+  ELSIF v_timing OR NOT p_old.active THEN
     p_new.next_run_at := mailroom._next_occurrence(v_spec, p_new.time_zone, p_now);
+  END IF;
+  IF NOT p_new.active THEN
+    p_new.next_run_at := NULL;
   END IF;
   RETURN p_new;
 END

@@ -1,6 +1,6 @@
 -- pgTAP: schedule_upsert / schedule_set_active — changes apply to still-queued mail.
 BEGIN;
-SELECT plan(38);
+SELECT plan(39);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
@@ -87,6 +87,15 @@ SELECT results_eq($$SELECT status FROM mailroom.messages WHERE delivery_key LIKE
   $$VALUES ('queued')$$, 'off and on again before the occurrence: its mail stays queued, once');
 SELECT is((SELECT count(*)::int FROM mailroom._claim_batch('w', 10, p_now => '2026-04-07 11:30Z')), 1, 'and is claimed at its time');
 
+-- changed while off, then switched on before the occurrence: the queued mail says the new thing
+SELECT mailroom._schedule_upsert('d:43', 'old@example.org', '0 8 * * *', 'UTC', 'digest', p_now => '2026-05-01 07:00Z');
+SELECT mailroom._materialize_schedules(p_now => '2026-05-01 07:58Z');
+SELECT mailroom._schedule_set_active('d:43', false, '2026-05-01 07:58:10Z');
+SELECT mailroom._schedule_upsert('d:43', 'new@example.org', '0 8 * * *', 'UTC', 'digest', p_active => false, p_now => '2026-05-01 07:58:20Z');
+SELECT mailroom._schedule_set_active('d:43', true, '2026-05-01 07:58:30Z');
+SELECT results_eq($$SELECT l.to_address, l.run_at FROM live l JOIN mailroom.schedules s ON s.id = l.schedule_id WHERE s.schedule_key = 'd:43'$$,
+  $$VALUES ('new@example.org', '2026-05-01 08:00Z'::timestamptz)$$, 'one live mail for the period, with the address changed while the schedule was off');
+
 -- bad input: nothing written
 SET ROLE mailroom_app;
 SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlinn', 'digest')$$,
@@ -112,7 +121,7 @@ SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 
 SELECT throws_ok($$SELECT mailroom.schedule_upsert('d:1', 'a@example.org', '0 8 * * 1', 'Europe/Berlin', 'digest', p_recipient_id => '')$$,
   '22023', 'mailroom: recipient_id: must be NULL or 1 to 200 characters without control characters', 'empty recipient_id');
 RESET ROLE;
-SELECT is((SELECT count(*)::int FROM mailroom.schedules), 1, 'no schedule was written by the bad calls');
+SELECT is((SELECT count(*)::int FROM mailroom.schedules), 2, 'no schedule was written by the bad calls');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,36 +36,40 @@ def operator_dsn(db_url, login) -> str:
     return as_user(db_url, login("mailroom_operator"))
 
 
+CORE_STATE = Path(__file__).resolve().parent / "pgtap" / "include" / "core_state.psql"
+
+
 @pytest.fixture
 def scenario(conn) -> dict[str, int]:
-    """One mail of each interesting kind; returns delivery key -> id."""
+    """One mail of each interesting kind; returns delivery key -> id.
+
+    The state is written into contents, queue and the ledger directly, with
+    the builders the pgTAP readers' tests use (tests/pgtap/include/core_state.psql),
+    so the operator commands are tested on exactly the v0.4 shapes."""
+    conn.execute(CORE_STATE.read_text())
     conn.execute(
         """
-        SELECT mailroom.enqueue(k || '@example.com', 'Subject ' || k, 'Body', p_delivery_key => k,
-                                p_sender => CASE WHEN k LIKE 'news%%' THEN 'news' ELSE 'default' END,
-                                p_on_ambiguous => CASE WHEN k LIKE 'careful%%' THEN 'review' ELSE 'retry' END,
-                                p_send_at => now() - interval '10 minutes')
+        SELECT pg_temp.t_mail(k, CASE WHEN k LIKE 'news%%' THEN 'news' ELSE 'default' END, now() - interval '10 minutes',
+                              p_on_ambiguous => CASE WHEN k LIKE 'careful%%' THEN 'review' ELSE 'retry' END,
+                              p_subject => 'Subject ' || k, p_body => 'Body')
         FROM unnest(ARRAY['sent-1', 'failed-1', 'careful-1', 'careful-2', 'news-1', 'news-2']) AS k
         """
     )
-    claimed = conn.execute(
-        "SELECT id, lease_token, delivery_key FROM mailroom._claim_batch('w1', 4, '1 minute', 'default', now() - interval '9 minutes')"
-    ).fetchall()
-    outcome = {"sent-1": "sent", "failed-1": "failed", "careful-1": "ambiguous"}
-    conn.execute(
-        "SELECT mailroom._mark_outcomes(%s::jsonb, now() - interval '8 minutes')",
-        (json.dumps([{"id": c["id"], "token": str(c["lease_token"]), "outcome": outcome[c["delivery_key"]],
-                      **({"smtp_code": 554, "detail": "rejected"} if c["delivery_key"] == "failed-1" else {})}
-                     for c in claimed if c["delivery_key"] in outcome]),),
-    )
-    conn.execute("SELECT mailroom.reclaim()")  # careful-2's lease ran out: review
+    conn.execute("SELECT pg_temp.t_claim(k, 'w1', now() - interval '9 minutes')"
+                 " FROM unnest(ARRAY['sent-1', 'failed-1', 'careful-1', 'careful-2']) k")
+    conn.execute("SELECT pg_temp.t_end('sent-1', 'sent', now() - interval '8 minutes', 'sent')")
+    conn.execute("SELECT pg_temp.t_end('failed-1', 'failed', now() - interval '8 minutes', 'failed',"
+                 " p_smtp_code => 554, p_smtp_text => 'rejected')")
+    conn.execute("SELECT pg_temp.t_end('careful-1', 'ambiguous', now() - interval '8 minutes', 'ambiguous',"
+                 " p_reason => 'ambiguous outcome')")
+    conn.execute("SELECT pg_temp.t_end('careful-2', 'expired', now(), p_reason => 'lease expired')")  # reclaim: review
     if conn.execute("SELECT to_regclass('mailroom.campaigns') IS NOT NULL AS present").fetchone()["present"]:
         conn.execute("SELECT mailroom.upsert_template('cli-test', 'S', 'B')")
         conn.execute("INSERT INTO mailroom.campaigns (id, name, template_key, send_at) OVERRIDING SYSTEM VALUE"
                      " VALUES (7, 'cli-test', 'cli-test', now())")
     conn.execute("UPDATE mailroom.contents SET campaign_id = 7, recipient_id = delivery_key"
                  " WHERE delivery_key LIKE 'news%%' OR delivery_key = 'failed-1'")
-    return {r["delivery_key"]: r["id"] for r in conn.execute("SELECT delivery_key, id FROM mailroom.messages")}
+    return {r["delivery_key"]: r["id"] for r in conn.execute("SELECT delivery_key, id FROM mailroom.contents")}
 
 
 def test_status_table_and_json(operator_dsn, scenario):
@@ -122,6 +127,7 @@ def test_inspect_by_key_and_by_id(operator_dsn, scenario):
     code, out, err = run("inspect", "--dsn", operator_dsn, "careful-2")
     assert code == 0, err
     assert "status:           review" in out
+    assert "finished_at:      -" in out
     assert "expired" in out.split("LEDGER", 1)[1]
 
     code, out, err = run("inspect", "--dsn", operator_dsn, "--json", str(scenario["sent-1"]))
@@ -129,6 +135,7 @@ def test_inspect_by_key_and_by_id(operator_dsn, scenario):
     message = json.loads(out)
     assert message["delivery_key"] == "sent-1" and message["successful_sends"] == 1
     assert [a["outcome"] for a in message["ledger"]] == ["sent"]
+    assert message["finished"]["finished_as"] == "sent" and message["finished_at"] == message["sent_at"]
 
     code, out, err = run("inspect", "--dsn", operator_dsn, "no-such-key")
     assert code == 1 and "no message with delivery key or id 'no-such-key'" in err

@@ -1,19 +1,33 @@
 -- Deploy mailroom:campaign_control to pg
--- requires: table_campaigns
+-- requires: campaign_control@v0.3.0
+-- requires: split_messages
 
--- Pausing moves the campaign's queued mail to status 'paused': claim_batch
--- only ever looks at 'queued' (its partial index), so it never hands paused
--- mail out and stays as fast as before. Resume moves it back (re-applying the
--- send window), cancel marks queued and paused mail cancelled. Mail already
--- leased ('sending') finishes its current attempt; the message_guard trigger
--- keeps a retry of it from coming back as 'queued' while the campaign is
--- paused or cancelled. A campaign is 'done' when nothing of it is left to send:
--- campaign_progress shows that at once, finish_campaigns (pg_cron, every
--- minute) records it.
+-- v0.4: a campaign's mail is found through contents' (campaign_id,
+-- recipient_id) index and its live rows in mailroom.queue by id. What a pause
+-- or a cancel guarantees no longer depends on this file: claim_batch's gate
+-- reads the campaign's status for every mail it is about to hand out (a
+-- paused campaign's mail is parked as paused, a cancelled one's finished as
+-- cancelled), so mail that came back to 'queued' after these functions ran
+-- (a runner's retry, a reclaim, a release, an operator's retry: issue 13,
+-- hole 2) cannot leave either. What pause and cancel do here is move the
+-- campaign's live mail at once, so the gate meets little of it and
+-- campaign_progress tells the truth immediately.
+--
+-- Semantics (docs/scheduling.md): once pause_campaign (or cancel_campaign)
+-- has committed, no claim that starts afterwards returns the campaign's mail;
+-- mail a runner already holds (sending) may still be sent.
+--
+-- Public functions take no p_now (issue 13, hole 4): the database's clock.
 
 BEGIN;
 
-CREATE FUNCTION mailroom._campaign_lock(p_campaign bigint)
+DROP VIEW IF EXISTS mailroom.campaign_progress;   -- split_messages dropped it; be sure
+DROP FUNCTION mailroom.pause_campaign(bigint, timestamptz);
+DROP FUNCTION mailroom.resume_campaign(bigint, timestamptz);
+DROP FUNCTION mailroom.cancel_campaign(bigint, timestamptz);
+DROP FUNCTION mailroom.finish_campaigns(timestamptz);
+
+CREATE OR REPLACE FUNCTION mailroom._campaign_lock(p_campaign bigint)
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -35,7 +49,7 @@ REVOKE ALL ON FUNCTION mailroom._campaign_lock(bigint) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._campaign_lock(bigint) IS
   'Internal: lock a campaign row and return its status; raises 22023 when there is no such campaign.';
 
-CREATE FUNCTION mailroom.pause_campaign(p_campaign bigint, p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom.pause_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -51,22 +65,26 @@ BEGIN
     RAISE EXCEPTION 'mailroom: campaign: % is %, only an active campaign can be paused', p_campaign, v_status
       USING ERRCODE = '55000';
   END IF;
-  UPDATE mailroom.campaigns SET status = 'paused', updated_at = p_now WHERE id = p_campaign;
-  -- Rows a runner is claiming right now are locked: this waits for that claim
-  -- and then skips them (they are 'sending'); nothing else is handed out.
-  UPDATE mailroom.messages SET status = 'paused', updated_at = p_now
-  WHERE campaign_id = p_campaign AND status = 'queued';
+  -- The campaign's status is what the gate reads: from this commit on, no
+  -- claim that starts hands its mail out.
+  UPDATE mailroom.campaigns SET status = 'paused', updated_at = now() WHERE id = p_campaign;
+  -- An optimisation: park its queued mail now, so claims skip it by index.
+  -- Rows a runner is claiming right now are locked: this waits for that
+  -- claim and then skips them (they are 'sending').
+  UPDATE mailroom.queue q SET status = 'paused', status_reason = 'campaign_paused', updated_at = now()
+  FROM mailroom.contents c
+  WHERE c.campaign_id = p_campaign AND q.id = c.id AND q.status = 'queued';
   GET DIAGNOSTICS v_count = ROW_COUNT;
   RETURN v_count;
 END
 $$;
-ALTER FUNCTION mailroom.pause_campaign(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.pause_campaign(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.pause_campaign(bigint, timestamptz) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.pause_campaign(bigint, timestamptz) IS
-  'Hold a campaign: its queued mail becomes paused (never claimed); mail being sent finishes. Returns how many were held; pausing a paused campaign does nothing.';
+ALTER FUNCTION mailroom.pause_campaign(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.pause_campaign(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.pause_campaign(bigint) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.pause_campaign(bigint) IS
+  'Hold a campaign: no claim that starts after this commits returns its mail (its queued mail becomes paused now; mail coming back later is parked by claim_batch); mail being sent finishes. Returns how many were held now; pausing a paused campaign does nothing.';
 
-CREATE FUNCTION mailroom.resume_campaign(p_campaign bigint, p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom.resume_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -84,15 +102,19 @@ BEGIN
       USING ERRCODE = '55000';
   END IF;
   SELECT * INTO v_c FROM mailroom.campaigns WHERE id = p_campaign;
-  UPDATE mailroom.campaigns SET status = 'active', updated_at = p_now WHERE id = p_campaign;
-  -- Each message goes back once (same row, same delivery key): nobody twice.
-  UPDATE mailroom.messages m
+  UPDATE mailroom.campaigns SET status = 'active', updated_at = now() WHERE id = p_campaign;
+  -- Each mail goes back once (same row, same delivery key): nobody twice.
+  -- The send window is re-applied here to spare the gate the work; the gate
+  -- applies it again at claim time either way.
+  UPDATE mailroom.queue q
   SET status = 'queued',
-      run_at = CASE WHEN v_c.window_start IS NULL THEN m.run_at
-                    ELSE mailroom._window_open(coalesce(m.recipient_zone, v_c.time_zone), v_c.window_start,
-                                               v_c.window_end, greatest(m.run_at, p_now)) END,
-      updated_at = p_now
-  WHERE m.campaign_id = p_campaign AND m.status = 'paused';
+      status_reason = NULL,
+      run_at = CASE WHEN v_c.window_start IS NULL THEN q.run_at
+                    ELSE mailroom._window_open(coalesce(c.recipient_zone, v_c.time_zone), v_c.window_start,
+                                               v_c.window_end, greatest(q.run_at, now())) END,
+      updated_at = now()
+  FROM mailroom.contents c
+  WHERE c.campaign_id = p_campaign AND q.id = c.id AND q.status = 'paused';
   GET DIAGNOSTICS v_count = ROW_COUNT;
   IF v_count > 0 THEN
     PERFORM pg_notify('mailroom', v_c.sender);
@@ -100,13 +122,13 @@ BEGIN
   RETURN v_count;
 END
 $$;
-ALTER FUNCTION mailroom.resume_campaign(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.resume_campaign(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.resume_campaign(bigint, timestamptz) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.resume_campaign(bigint, timestamptz) IS
+ALTER FUNCTION mailroom.resume_campaign(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.resume_campaign(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.resume_campaign(bigint) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.resume_campaign(bigint) IS
   'Release a paused campaign: its paused mail is queued again (send window re-applied). Returns how many; resuming an active campaign does nothing.';
 
-CREATE FUNCTION mailroom.cancel_campaign(p_campaign bigint, p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom.cancel_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -122,21 +144,30 @@ BEGIN
     RAISE EXCEPTION 'mailroom: campaign: % is done, nothing is left to cancel', p_campaign
       USING ERRCODE = '55000';
   END IF;
-  UPDATE mailroom.campaigns SET status = 'cancelled', finished_at = p_now, updated_at = p_now WHERE id = p_campaign;
-  UPDATE mailroom.messages
-  SET status = 'cancelled', status_reason = 'campaign_cancelled', updated_at = p_now
-  WHERE campaign_id = p_campaign AND status IN ('queued', 'paused');
+  UPDATE mailroom.campaigns SET status = 'cancelled', finished_at = now(), updated_at = now() WHERE id = p_campaign;
+  -- Finish its queued and paused mail now (queue row out, one finishing
+  -- ledger row each); what a runner holds finishes its attempt, and
+  -- whatever comes back later is finished by claim_batch's gate.
+  WITH gone AS (
+    DELETE FROM mailroom.queue q
+    USING mailroom.contents c
+    WHERE c.campaign_id = p_campaign AND q.id = c.id AND q.status IN ('queued', 'paused')
+    RETURNING q.id, q.attempts, q.last_error
+  )
+  INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+  SELECT g.id, g.attempts, now(), 'cancelled', 'cancelled', 'campaign_cancelled', g.last_error
+  FROM gone g;
   GET DIAGNOSTICS v_count = ROW_COUNT;
   RETURN v_count;
 END
 $$;
-ALTER FUNCTION mailroom.cancel_campaign(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.cancel_campaign(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.cancel_campaign(bigint, timestamptz) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.cancel_campaign(bigint, timestamptz) IS
-  'Cancel a campaign: its queued and paused mail becomes cancelled (reason campaign_cancelled); mail being sent finishes. Returns how many were cancelled.';
+ALTER FUNCTION mailroom.cancel_campaign(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cancel_campaign(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cancel_campaign(bigint) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.cancel_campaign(bigint) IS
+  'Cancel a campaign: its queued and paused mail is finished as cancelled (reason campaign_cancelled), and no claim that starts after this commits returns any of its mail; mail being sent finishes. Returns how many were cancelled now.';
 
-CREATE FUNCTION mailroom.finish_campaigns(p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom.finish_campaigns()
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -145,53 +176,62 @@ AS $$
 DECLARE
   v_count integer;
 BEGIN
-  UPDATE mailroom.campaigns c
-  SET status = 'done', finished_at = p_now, updated_at = p_now
-  WHERE c.status = 'active'
-    AND NOT EXISTS (SELECT FROM mailroom.messages m
-                    WHERE m.campaign_id = c.id AND m.status IN ('queued', 'sending', 'paused'));
+  -- Done = no live mail left that may still be sent (review mail waits for
+  -- an operator and does not keep a campaign open, as in v0.3).
+  UPDATE mailroom.campaigns k
+  SET status = 'done', finished_at = now(), updated_at = now()
+  WHERE k.status = 'active'
+    AND NOT EXISTS (SELECT FROM mailroom.contents c JOIN mailroom.queue q ON q.id = c.id
+                    WHERE c.campaign_id = k.id AND q.status IN ('queued', 'sending', 'paused'));
   GET DIAGNOSTICS v_count = ROW_COUNT;
   RETURN v_count;
 END
 $$;
-ALTER FUNCTION mailroom.finish_campaigns(timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.finish_campaigns(timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.finish_campaigns(timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.finish_campaigns(timestamptz) IS
+ALTER FUNCTION mailroom.finish_campaigns() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.finish_campaigns() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.finish_campaigns() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.finish_campaigns() IS
   'Housekeeping (pg_cron job mailroom-materialize): mark active campaigns with nothing queued, sending or paused as done. Returns how many.';
 
+-- Per campaign, from the tables (not the messages view): its contents rows
+-- by the (campaign_id, recipient_id) index, each one's live queue row by
+-- primary key, or else its finishing ledger row by attempts_finished_idx.
 CREATE VIEW mailroom.campaign_progress AS
-SELECT c.id AS campaign_id,
-       c.name,
-       CASE WHEN c.status = 'active' AND s.queued + s.sending + s.paused = 0 THEN 'done' ELSE c.status END AS status,
-       c.priority,
-       c.send_at,
+SELECT k.id AS campaign_id,
+       k.name,
+       CASE WHEN k.status = 'active' AND s.queued + s.sending + s.paused = 0 THEN 'done' ELSE k.status END AS status,
+       k.priority,
+       k.send_at,
        s.total, s.queued, s.paused, s.sending, s.sent, s.failed, s.cancelled, s.review,
        s.sent_last_minute,
        round(s.sent_last_minute / 60.0, 2) AS send_rate_per_second,
        now() - s.oldest_due AS oldest_queued_age,
-       CASE WHEN s.sent_last_minute > 0 AND c.status = 'active'
+       CASE WHEN s.sent_last_minute > 0 AND k.status = 'active'
             THEN (s.queued + s.sending) * interval '60 seconds' / s.sent_last_minute END AS eta,
-       c.created_at,
-       c.finished_at
-FROM mailroom.campaigns c
+       k.created_at,
+       k.finished_at
+FROM mailroom.campaigns k
 CROSS JOIN LATERAL (
   SELECT count(*) AS total,
-         count(*) FILTER (WHERE m.status = 'queued') AS queued,
-         count(*) FILTER (WHERE m.status = 'paused') AS paused,
-         count(*) FILTER (WHERE m.status = 'sending') AS sending,
-         count(*) FILTER (WHERE m.status = 'sent') AS sent,
-         count(*) FILTER (WHERE m.status = 'failed') AS failed,
-         count(*) FILTER (WHERE m.status = 'cancelled') AS cancelled,
-         count(*) FILTER (WHERE m.status = 'review') AS review,
-         count(*) FILTER (WHERE m.status = 'sent' AND m.sent_at > now() - interval '1 minute') AS sent_last_minute,
-         min(m.run_at) FILTER (WHERE m.status = 'queued' AND m.run_at <= now()) AS oldest_due
-  FROM mailroom.messages m
-  WHERE m.campaign_id = c.id
+         count(*) FILTER (WHERE q.status = 'queued') AS queued,
+         count(*) FILTER (WHERE q.status = 'paused') AS paused,
+         count(*) FILTER (WHERE q.status = 'sending') AS sending,
+         count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'sent') AS sent,
+         count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'failed') AS failed,
+         count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'cancelled') AS cancelled,
+         count(*) FILTER (WHERE q.status = 'review') AS review,
+         count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'sent'
+                            AND f.finished_at > now() - interval '1 minute') AS sent_last_minute,
+         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due
+  FROM mailroom.contents c
+  LEFT JOIN mailroom.queue q ON q.id = c.id
+  LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL
+  WHERE c.campaign_id = k.id
 ) s;
 ALTER VIEW mailroom.campaign_progress OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.campaign_progress FROM PUBLIC;
 GRANT SELECT ON mailroom.campaign_progress TO mailroom_operator, mailroom_app;
 COMMENT ON VIEW mailroom.campaign_progress IS
-  'Per campaign: counts per message status, mail sent in the last minute and the rate per second, age of the oldest due queued mail, ETA at the current rate; status done as soon as nothing is left to send.';
+  'Per campaign: counts per status (live ones from the queue, finished ones from the finishing ledger row), mail sent in the last minute and the rate per second, age of the oldest due queued mail, ETA at the current rate; status done as soon as nothing is left to send.';
 
 COMMIT;

@@ -1,21 +1,54 @@
 -- Deploy mailroom:enqueue_campaign to pg
--- requires: table_campaigns
--- requires: table_suppressions
+-- requires: enqueue_campaign@v0.3.0
+-- requires: split_messages
 -- requires: validation
+-- requires: table_suppressions
 
--- Rework of v0.1.0 (deploy/enqueue_campaign@v0.1.0.sql explains the three
--- steps and why the recipients query runs with the caller's rights). Only
--- step 3, _campaign_fill, changes: its INSERT runs without ON CONFLICT first
--- and falls back to ON CONFLICT DO NOTHING on a unique violation. And
--- enqueue_campaign itself names pg_catalog's operators and types, so a
--- caller's search_path cannot put its own "=" or "text" into it.
+-- v0.4: a campaign's mail is written as contents (once) and queue rows (the
+-- live part) by one statement, and this file defines every function of the
+-- change again (_address_ok, _campaign_open, _campaign_fill,
+-- enqueue_campaign), so a reader finds them here.
+--
+-- enqueue_campaign runs the caller's recipients query WITH THE CALLER'S RIGHTS.
+-- Why: the query reads the application's tables (users, ...), which
+-- mailroom_owner cannot and should not read; and a query run inside a
+-- SECURITY DEFINER function would run as mailroom_owner, so any function it
+-- calls, or a data-modifying CTE, would act with mailroom's rights (a confused
+-- deputy). A view is no fix: functions inside a view still run as the user
+-- who reads it.
+--
+-- How, in three steps inside the one call (so it is all-or-nothing):
+-- 1. _campaign_open (SECURITY DEFINER) validates every argument, creates or
+--    finds the campaign, and creates the session-private temporary table
+--    pg_temp.mailroom_campaign_recipients OWNED BY mailroom_owner, granting
+--    only INSERT on it (a temporary table is invisible to other sessions).
+-- 2. enqueue_campaign itself is SECURITY INVOKER: it checks the columns of the
+--    caller's query (via a temporary view the caller owns) and copies its rows
+--    into that table, as the caller. Every operator and type it names is
+--    pg_catalog's, spelled out, so a caller's search_path cannot plant its own.
+-- 3. _campaign_fill (SECURITY DEFINER) checks the rows and writes every mail in
+--    ONE statement: INSERT into contents, INSERT into queue of what that
+--    returned. It reads only the table mailroom_owner owns: no code of the
+--    caller runs with its rights.
+-- The caller needs the TEMPORARY privilege on the database (PUBLIC has it by
+-- default).
+--
+-- No p_now: the three functions mailroom_app executes take the database's
+-- clock (issue 13, hole 4). Whether a campaign mail may leave (suppressed,
+-- campaign paused or cancelled, send window) is decided again by
+-- claim_batch's gate when it is claimed; what is decided here only saves the
+-- gate work.
 
 BEGIN;
 
--- _address_ok follows validation's hardened _check_address (rework after
--- v0.1.0): octets, invisible code points, a dotted domain whose top label
--- ends in a letter, no reserved "ab--" labels. enqueue uses it as its fast
--- check too, and calls _check_address (which raises) only when it is false.
+DROP FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz);
+DROP FUNCTION mailroom._campaign_fill(bigint, timestamptz);
+DROP FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz);
+
+-- _address_ok follows validation's hardened _check_address: octets,
+-- invisible code points, a dotted domain whose top label ends in a letter,
+-- no reserved "ab--" labels. enqueue uses it as its fast check too, and calls
+-- _check_address (which raises) only when it is false.
 CREATE OR REPLACE FUNCTION mailroom._address_ok(p_address text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -41,7 +74,106 @@ $$;
 COMMENT ON FUNCTION mailroom._address_ok(text) IS
   'Internal: true when the value is a plain email address by the rules of _check_address (which raises instead).';
 
-CREATE OR REPLACE FUNCTION mailroom._campaign_fill(p_campaign bigint, p_now timestamptz)
+CREATE FUNCTION mailroom._campaign_open(
+  p_name         text,
+  p_template     text,
+  p_priority     integer,
+  p_send_at      timestamptz,
+  p_vars         jsonb,
+  p_sender       text,
+  p_window_start time,
+  p_window_end   time,
+  p_time_zone    text,
+  p_headers      jsonb,
+  p_max_attempts integer,
+  p_on_ambiguous text
+)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE
+  v_id       bigint;
+  v_status   text;
+  v_template text;
+BEGIN
+  IF p_name IS NULL OR btrim(p_name) = '' THEN
+    RAISE EXCEPTION 'mailroom: name: a campaign needs a name' USING ERRCODE = '22023';
+  END IF;
+  IF length(p_name) > 200 OR p_name ~ '[[:cntrl:]]' THEN
+    RAISE EXCEPTION 'mailroom: name: at most 200 characters without control characters' USING ERRCODE = '22023';
+  END IF;
+  IF p_template IS NULL THEN
+    RAISE EXCEPTION 'mailroom: template: a campaign needs a template' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM mailroom.templates WHERE key = p_template) THEN
+    RAISE EXCEPTION 'mailroom: template: no template named "%"', p_template
+      USING ERRCODE = '22023', HINT = 'Create it with mailroom.upsert_template().';
+  END IF;
+  PERFORM mailroom._check_range('priority', p_priority, -100, 100);
+  IF p_vars IS NULL OR jsonb_typeof(p_vars) <> 'object' THEN
+    RAISE EXCEPTION 'mailroom: vars: must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  IF p_sender IS NULL OR p_sender !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$' THEN
+    RAISE EXCEPTION 'mailroom: sender: "%" is not a sender name (letters, digits and _ . : -, at most 64)', p_sender
+      USING ERRCODE = '22023';
+  END IF;
+  PERFORM mailroom._window_check(p_window_start, p_window_end);
+  PERFORM mailroom._zone_check(p_time_zone, 'time_zone');
+  PERFORM mailroom._check_headers(p_headers);
+  PERFORM mailroom._check_range('max_attempts', p_max_attempts, 1, 100);
+  IF p_on_ambiguous IS NULL OR p_on_ambiguous NOT IN ('retry', 'review') THEN
+    RAISE EXCEPTION 'mailroom: on_ambiguous: must be retry or review, got %', coalesce(p_on_ambiguous, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+
+  INSERT INTO mailroom.campaigns AS c (name, template_key, vars, headers, priority, sender, max_attempts,
+                                       on_ambiguous, send_at, time_zone, window_start, window_end,
+                                       created_at, updated_at)
+  VALUES (p_name, p_template, p_vars, p_headers, p_priority, p_sender, p_max_attempts,
+          p_on_ambiguous, coalesce(p_send_at, now()), p_time_zone, p_window_start, p_window_end, now(), now())
+  ON CONFLICT (name) DO NOTHING
+  RETURNING c.id INTO v_id;
+  IF v_id IS NULL THEN
+    -- A re-run: the campaign's stored settings stay; it only gains recipients.
+    -- FOR SHARE holds off a concurrent pause/cancel until this call commits.
+    SELECT c.id, c.status, c.template_key INTO v_id, v_status, v_template
+    FROM mailroom.campaigns c WHERE c.name = p_name FOR SHARE;
+    IF v_status = 'cancelled' THEN
+      RAISE EXCEPTION 'mailroom: name: campaign "%" is cancelled', p_name
+        USING ERRCODE = '55000', HINT = 'A cancelled campaign takes no more recipients; use a new name.';
+    END IF;
+    IF v_template <> p_template THEN
+      RAISE EXCEPTION 'mailroom: template: campaign "%" exists with template "%", not "%"', p_name, v_template, p_template
+        USING ERRCODE = '22023';
+    END IF;
+  END IF;
+
+  -- Session-private staging table owned by mailroom_owner; the caller may only
+  -- add rows to it. DROP fails (and so the call) if the caller made their own.
+  DROP TABLE IF EXISTS pg_temp.mailroom_campaign_recipients;
+  CREATE TEMPORARY TABLE mailroom_campaign_recipients (
+    recipient_id text,
+    email        text,
+    vars         jsonb,
+    time_zone    text
+  ) ON COMMIT DROP;
+  GRANT INSERT ON pg_temp.mailroom_campaign_recipients TO PUBLIC;
+  RETURN v_id;
+END
+$$;
+ALTER FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+  OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+  FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+  TO mailroom_app;
+COMMENT ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text) IS
+  'Internal step 1 of enqueue_campaign: validate, create or find the campaign by name, create the staging table pg_temp.mailroom_campaign_recipients (INSERT only for the caller).';
+
+CREATE FUNCTION mailroom._campaign_fill(p_campaign bigint)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -54,6 +186,7 @@ DECLARE
   v_count  bigint;
   v_notify boolean;
   v_sql    text;
+  v_fast   text;
   v_rerun  boolean;
   v_known  text;
 BEGIN
@@ -93,87 +226,147 @@ BEGIN
     PERFORM mailroom._zone_check(v_zone, 'recipients.time_zone');
   END LOOP;
 
-  -- A re-run skips known recipients with an anti-join inside the INSERT;
-  -- a first run (no message of the campaign yet) needs none. (v0.1.0 always
-  -- had it: right after a TRUNCATE + VACUUM the planner saw messages as empty
-  -- and rescanned, per recipient, the very table the INSERT was growing:
-  -- over 10 minutes for 200,000 recipients. A re-run finds the campaign's
-  -- rows on disk, so the planner no longer takes messages for empty.)
-  v_rerun := EXISTS (SELECT FROM mailroom.messages m WHERE m.campaign_id = v_c.id);
+  -- A re-run skips known recipients with an anti-join on contents'
+  -- (campaign_id, recipient_id) index; a first run needs none (see v0.2.0:
+  -- a planner that takes the table for empty rescans it per recipient).
+  v_rerun := EXISTS (SELECT FROM mailroom.contents c WHERE c.campaign_id = v_c.id);
 
-  -- One statement for every recipient. The address is snapshotted; a
-  -- suppressed or malformed address is kept as cancelled (auditable); the send
-  -- window is applied once per zone (run_at = the next opening).
+  -- One statement for every recipient: one INSERT into contents, one into
+  -- the queue, and one ledger row for each recipient
+  -- kept as cancelled (malformed address, or suppressed at this moment:
+  -- auditable, and cheaper to settle now than at claim time). The send
+  -- window is applied once per zone (run_at = the next opening). A paused
+  -- campaign's mail is written paused; a pause, cancel or suppression that
+  -- commits after this snapshot is caught by claim_batch's gate, which is
+  -- what guarantees it (these write-time decisions only save it work).
   --
-  -- Fast path first: a plain INSERT. ON CONFLICT DO NOTHING costs a
-  -- speculative insertion per row (about +30 % of the whole call per million
-  -- rows, bench/campaign_1m.py), yet it only matters when a row collides:
-  -- a recipient_id twice in the query, a concurrent run of the same campaign
-  -- (the insert waits for it, then fails), or a delivery key someone already
-  -- used. Recipients known before this call are skipped by the anti-join.
-  -- On any unique violation the subtransaction is undone and the same
-  -- statement runs again with ON CONFLICT DO NOTHING: same result, paid only
-  -- when needed.
+  -- Fast path first: no ON CONFLICT (a speculative insertion per row costs
+  -- about +30 % per million rows, bench/campaign_1m.py). A recipient_id
+  -- twice in the query, a concurrent run of the same campaign or a delivery
+  -- key already used raise unique_violation: the subtransaction is undone and
+  -- the fallback below writes the same rows with ON CONFLICT DO NOTHING.
   v_known := CASE WHEN v_rerun THEN
-    'WHERE NOT EXISTS (SELECT FROM mailroom.messages m WHERE m.campaign_id = ($1).id AND m.recipient_id = r.recipient_id)'
+    'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.campaign_id = $1 AND k.recipient_id = r.recipient_id)'
     ELSE '' END;
-  v_sql := $sql$
+  -- The fast path gives every row its id up front, so the queue and the
+  -- ledger rows come from the same source as the contents rows (no RETURNING
+  -- to collect), and the suppressions are hash-joined once instead of
+  -- probed per row.
+  v_fast := $sql$
   WITH openings AS (
-    SELECT z.zone, mailroom._window_open(z.zone, ($1).window_start, ($1).window_end, ($1).send_at) AS run_at
-    FROM (SELECT DISTINCT coalesce(r.time_zone, ($1).time_zone) AS zone
+    SELECT z.zone, mailroom._window_open(z.zone, $10, $11, $12) AS run_at
+    FROM (SELECT DISTINCT coalesce(r.time_zone, $13) AS zone
           FROM pg_temp.mailroom_campaign_recipients r) z
   ),
-  inserted AS (
-    INSERT INTO mailroom.messages (
-      delivery_key, status, status_reason, priority, run_at, sender, to_address,
-      template_key, template_vars, headers, max_attempts, on_ambiguous,
-      campaign_id, recipient_id, recipient_zone, created_at, updated_at)
-    SELECT 'campaign:' || ($1).id || ':' || r.recipient_id,
-           CASE WHEN NOT r.ok OR s.address_key IS NOT NULL THEN 'cancelled'
-                WHEN ($1).status = 'paused' THEN 'paused'
-                ELSE 'queued' END,
-           CASE WHEN NOT r.ok THEN 'invalid_address'
-                WHEN s.address_key IS NOT NULL THEN 'suppressed' END,
-           ($1).priority, o.run_at, ($1).sender, r.email,
-           ($1).template_key, ($1).vars || coalesce(r.vars, '{}'), ($1).headers, ($1).max_attempts, ($1).on_ambiguous,
-           ($1).id, r.recipient_id,
-           CASE WHEN ($1).window_start IS NOT NULL THEN o.zone END,
-           $2, $2
-    FROM (SELECT t.*, mailroom._address_ok(t.email) AS ok
-          FROM pg_temp.mailroom_campaign_recipients t OFFSET 0) r   -- OFFSET 0: check each address once
-    JOIN openings o ON o.zone = coalesce(r.time_zone, ($1).time_zone)
-    LEFT JOIN mailroom.suppressions s
-      ON r.ok AND s.address_key = mailroom._address_key(r.email)
+  src AS MATERIALIZED (
+    SELECT nextval('mailroom.message_ids') AS id, r.recipient_id, r.email, r.vars,
+           CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $13) END AS zone,
+           CASE WHEN NOT mailroom._address_ok(r.email) THEN 'invalid_address'
+                WHEN s.address_key IS NOT NULL THEN 'suppressed' END AS reason
+    FROM pg_temp.mailroom_campaign_recipients r
+    LEFT JOIN mailroom.suppressions s ON s.address_key = mailroom._address_key(r.email)
     %s
-    %s
-    RETURNING status, run_at
+  ),
+  content AS (
+    INSERT INTO mailroom.contents (
+      id, delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
+      on_ambiguous, campaign_id, recipient_id, recipient_zone, created_at)
+    SELECT k.id, 'campaign:' || $1 || ':' || k.recipient_id, $3, k.email, $4, $5 || coalesce(k.vars, '{}'), $6,
+           $7, $8, $9, $1, k.recipient_id, k.zone, $2
+    FROM src k
+  ),
+  live AS (
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
+           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
+           coalesce(o.run_at, $12), $3, $8, $9, $2
+    FROM src k
+    LEFT JOIN openings o ON o.zone = k.zone
+    WHERE k.reason IS NULL
+  ),
+  finished AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+    SELECT k.id, 0, $2, 'cancelled', 'cancelled', k.reason
+    FROM src k
+    WHERE k.reason IS NOT NULL
   )
-  SELECT count(*), coalesce(bool_or(status = 'queued' AND run_at <= $2), false)
-  FROM inserted$sql$;
+  -- how many were added, and whether any zone's opening is due (wake runners)
+  SELECT (SELECT count(*) FROM src),
+         coalesce((SELECT bool_or(o.run_at <= $2) FROM openings o), false)$sql$;
+  -- The fallback: ON CONFLICT DO NOTHING, so only the rows contents took
+  -- (its RETURNING) get a queue or ledger row.
+  v_sql := $sql$
+  WITH openings AS (
+    SELECT z.zone, mailroom._window_open(z.zone, $10, $11, $12) AS run_at
+    FROM (SELECT DISTINCT coalesce(r.time_zone, $13) AS zone
+          FROM pg_temp.mailroom_campaign_recipients r) z
+  ),
+  content AS (
+    INSERT INTO mailroom.contents (
+      delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
+      on_ambiguous, campaign_id, recipient_id, recipient_zone, created_at)
+    SELECT 'campaign:' || $1 || ':' || r.recipient_id, $3, r.email,
+           $4, $5 || coalesce(r.vars, '{}'), $6, $7, $8,
+           $9, $1, r.recipient_id,
+           CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $13) END,
+           $2
+    FROM pg_temp.mailroom_campaign_recipients r
+    %s
+    ON CONFLICT DO NOTHING
+    -- each address is checked once, in the RETURNING of the row it belongs to
+    RETURNING id, recipient_zone,
+              CASE WHEN NOT mailroom._address_ok(to_address) THEN 'invalid_address'
+                   WHEN EXISTS (SELECT FROM mailroom.suppressions s
+                                WHERE s.address_key = mailroom._address_key(to_address)) THEN 'suppressed' END AS reason
+  ),
+  live AS (
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
+           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
+           coalesce(o.run_at, $12), $3, $8, $9, $2
+    FROM content k
+    LEFT JOIN openings o ON o.zone = k.recipient_zone
+    WHERE k.reason IS NULL
+  ),
+  finished AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+    SELECT k.id, 0, $2, 'cancelled', 'cancelled', k.reason
+    FROM content k
+    WHERE k.reason IS NOT NULL
+  )
+  SELECT (SELECT count(*) FROM content),
+         coalesce((SELECT bool_or(o.run_at <= $2) FROM openings o), false)$sql$;
   BEGIN
-    EXECUTE format(v_sql, v_known, '') INTO v_count, v_notify USING v_c, p_now;
+    EXECUTE format(v_fast, v_known) INTO v_count, v_notify
+      USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
+            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status;
   EXCEPTION WHEN unique_violation THEN
-    EXECUTE format(v_sql, v_known, 'ON CONFLICT DO NOTHING') INTO v_count, v_notify USING v_c, p_now;
+    EXECUTE format(v_sql, v_known) INTO v_count, v_notify
+      USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
+            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status;
   END;
 
   DROP TABLE pg_temp.mailroom_campaign_recipients;
 
   IF v_count > 0 AND v_c.status = 'done' THEN
-    UPDATE mailroom.campaigns SET status = 'active', finished_at = NULL, updated_at = p_now WHERE id = v_c.id;
+    UPDATE mailroom.campaigns SET status = 'active', finished_at = NULL, updated_at = now() WHERE id = v_c.id;
   END IF;
-  IF v_notify THEN
+  IF v_notify AND v_count > 0 AND v_c.status <> 'paused' THEN
     PERFORM pg_notify('mailroom', v_c.sender);
   END IF;
   RETURN v_count;
 END
 $$;
-ALTER FUNCTION mailroom._campaign_fill(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) TO mailroom_app;
-COMMENT ON FUNCTION mailroom._campaign_fill(bigint, timestamptz) IS
-  'Internal step 3 of enqueue_campaign: check the staged rows and write them as messages in one INSERT ... SELECT (plain; on a unique violation again with ON CONFLICT DO NOTHING). Returns how many were added.';
+ALTER FUNCTION mailroom._campaign_fill(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._campaign_fill(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom._campaign_fill(bigint) TO mailroom_app;
+COMMENT ON FUNCTION mailroom._campaign_fill(bigint) IS
+  'Internal step 3 of enqueue_campaign: check the staged rows and write them in one statement (contents, queue, and a cancelled ledger row for malformed or suppressed addresses; plain first, on a unique violation again with ON CONFLICT DO NOTHING). Returns how many were added.';
 
-CREATE OR REPLACE FUNCTION mailroom.enqueue_campaign(
+-- SECURITY INVOKER on purpose (see the top of this file): the recipients query
+-- runs as the caller. No SET search_path either, so the query resolves names
+-- the way the caller's session does; everything here is schema-qualified.
+CREATE FUNCTION mailroom.enqueue_campaign(
   p_name         text,
   p_template     text,
   p_recipients   text,
@@ -186,8 +379,7 @@ CREATE OR REPLACE FUNCTION mailroom.enqueue_campaign(
   p_time_zone    text        DEFAULT 'UTC',
   p_headers      jsonb       DEFAULT '{}',
   p_max_attempts integer     DEFAULT 5,
-  p_on_ambiguous text        DEFAULT 'retry',
-  p_now          timestamptz DEFAULT now()
+  p_on_ambiguous text        DEFAULT 'retry'
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -211,7 +403,7 @@ BEGIN
   END IF;
   v_id := mailroom._campaign_open(p_name, p_template, p_priority, p_send_at, p_vars, p_sender,
                                   p_window_start, p_window_end, p_time_zone, p_headers,
-                                  p_max_attempts, p_on_ambiguous, p_now);
+                                  p_max_attempts, p_on_ambiguous);
 
   DROP VIEW IF EXISTS pg_temp.mailroom_campaign_query;
   BEGIN
@@ -254,17 +446,17 @@ BEGIN
   END;
   DROP VIEW pg_temp.mailroom_campaign_query;
 
-  PERFORM mailroom._campaign_fill(v_id, p_now);
+  PERFORM mailroom._campaign_fill(v_id);
   RETURN v_id;
 END
 $$;
-ALTER FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+ALTER FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
   OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+REVOKE ALL ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)
+GRANT EXECUTE ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
   TO mailroom_app;
-COMMENT ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz) IS
+COMMENT ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text) IS
   'Queue a campaign: p_recipients is a query (run with the CALLER''s rights; SECURITY INVOKER) returning recipient_id, email and optionally vars (jsonb, merged over p_vars) and time_zone (for the send window; default p_time_zone). One INSERT ... SELECT; idempotent on (campaign name, recipient_id). Returns the campaign id.';
 
 COMMIT;

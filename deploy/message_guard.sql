@@ -1,69 +1,20 @@
 -- Deploy mailroom:message_guard to pg
--- requires: table_campaigns
--- requires: table_schedules
--- requires: function_next_window_opening
+-- requires: message_guard@v0.3.0
+-- requires: split_messages
 
--- Mail of a campaign or schedule that goes back to 'queued' from 'sending'
--- (a retry in mark_outcomes, an expired lease in reclaim, a release) must not
--- escape a pause, a cancel, a deactivation or a send window decided while it
--- was in flight. The trigger fires only for that transition (its WHEN clause
--- is evaluated before any function call), so claim_batch's queued -> sending
--- update pays nothing.
+-- The requeue trigger messages_guard_requeue lived on the v0.3 messages
+-- table and went with it (split_messages). It could not be made safe anyway:
+-- it read the campaign or schedule with a plain SELECT in the transaction
+-- that re-queued the mail, so a pause, cancel or deactivation that committed
+-- while that transaction was open was missed (issue 13, hole 2). v0.4 decides
+-- at claim time instead: claim_batch's gate reads the campaign's and the
+-- schedule's state for every mail it is about to hand out, in the claiming
+-- statement, parks (paused), finishes (cancelled: campaign_cancelled,
+-- schedule_inactive) or re-times (send window) what fails and never returns
+-- it. So the trigger's function has nothing left to guard and is dropped.
 
 BEGIN;
 
-CREATE FUNCTION mailroom._message_guard()
-RETURNS trigger
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
-AS $$
-DECLARE
-  v_status text;
-  v_zone   text;
-  v_start  time;
-  v_end    time;
-  v_active boolean;
-BEGIN
-  IF NEW.campaign_id IS NOT NULL THEN
-    SELECT c.status, coalesce(NEW.recipient_zone, c.time_zone), c.window_start, c.window_end
-    INTO v_status, v_zone, v_start, v_end
-    FROM mailroom.campaigns c WHERE c.id = NEW.campaign_id;
-    IF v_status = 'paused' THEN
-      NEW.status := 'paused';
-    ELSIF v_status = 'cancelled' THEN
-      NEW.status := 'cancelled';
-      NEW.status_reason := 'campaign_cancelled';
-      RETURN NEW;
-    END IF;
-  ELSE
-    SELECT s.active, s.time_zone, s.window_start, s.window_end
-    INTO v_active, v_zone, v_start, v_end
-    FROM mailroom.schedules s WHERE s.id = NEW.schedule_id;
-    IF NOT v_active THEN
-      NEW.status := 'cancelled';
-      NEW.status_reason := 'schedule_inactive';
-      RETURN NEW;
-    END IF;
-  END IF;
-  IF v_start IS NOT NULL THEN
-    NEW.run_at := mailroom._window_open(v_zone, v_start, v_end, NEW.run_at);
-  END IF;
-  RETURN NEW;
-END
-$$;
-ALTER FUNCTION mailroom._message_guard() OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._message_guard() FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._message_guard() IS
-  'Internal trigger: campaign or schedule mail going back from sending to queued is held (paused campaign), cancelled (cancelled campaign, inactive schedule) or moved to its send window''s next opening.';
-
-CREATE TRIGGER messages_guard_requeue
-  BEFORE UPDATE OF status ON mailroom.messages
-  FOR EACH ROW
-  WHEN (OLD.status = 'sending' AND NEW.status = 'queued'
-        AND (NEW.campaign_id IS NOT NULL OR NEW.schedule_id IS NOT NULL))
-  EXECUTE FUNCTION mailroom._message_guard();
-COMMENT ON TRIGGER messages_guard_requeue ON mailroom.messages IS
-  'Keeps a retried campaign/schedule mail from escaping a pause, cancel, deactivation or send window.';
+DROP FUNCTION mailroom._message_guard();
 
 COMMIT;

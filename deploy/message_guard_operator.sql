@@ -1,21 +1,24 @@
 -- Deploy mailroom:message_guard_operator to pg
+-- requires: message_guard_operator@v0.3.0
+-- requires: split_messages
 -- requires: message_guard
 
--- An operator's retry (retry, retry_campaign, resolve_review 'retry') moves
--- failed or review mail back to 'queued'. Like a runner's retry, that must not
--- escape a paused or cancelled campaign, an inactive schedule or a send
--- window: the same guard function runs for this transition too. (The
--- message_guard trigger fires only for sending -> queued.)
+-- Nothing is left to create. The trigger messages_guard_operator_requeue
+-- lived on the v0.3 messages table and went with it (split_messages); its
+-- function went with message_guard's rework. Mail an operator puts back in
+-- the queue (retry, retry_campaign, resolve_review 'retry') is checked where
+-- all mail is checked now: claim_batch's gate, at claim time, against the
+-- campaign's and the schedule's state and the send window. retry and
+-- resolve_review also hold a paused campaign's mail as paused and refuse
+-- suppressed addresses or cancelled campaigns, as optimisations.
 
 BEGIN;
 
-CREATE TRIGGER messages_guard_operator_requeue
-  BEFORE UPDATE OF status ON mailroom.messages
-  FOR EACH ROW
-  WHEN (OLD.status IN ('failed', 'review') AND NEW.status = 'queued'
-        AND (NEW.campaign_id IS NOT NULL OR NEW.schedule_id IS NOT NULL))
-  EXECUTE FUNCTION mailroom._message_guard();
-COMMENT ON TRIGGER messages_guard_operator_requeue ON mailroom.messages IS
-  'Keeps mail an operator retries (failed or review -> queued) from escaping a campaign pause or cancel, an inactive schedule or a send window.';
+DO $$
+BEGIN
+  ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgname = 'messages_guard_operator_requeue'),
+    'mailroom: the v0.3 operator guard trigger is still there';
+END
+$$;
 
 COMMIT;

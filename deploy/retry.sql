@@ -1,10 +1,35 @@
 -- Deploy mailroom:retry to pg
--- requires: table_messages
--- requires: table_suppressions
+-- requires: retry@v0.3.0
+-- requires: split_messages
+
+-- v0.4: review mail is a queue row (status review); failed mail is finished
+-- (no queue row, a finishing ledger row with finished_as = failed). An
+-- operator's retry puts either back in the queue: a review row is queued
+-- again in place; a failed mail's finishing row stops being one
+-- (finished_as = NULL: it stays in the ledger as the attempt it was) and a
+-- queue row is written for it, in the same statement, so the mail is live
+-- again with exactly one of the two (contract invariant 1).
+--
+-- Whether the retried mail may leave is claim_batch's decision (its gate
+-- reads suppressions, the campaign and the schedule for every mail it hands
+-- out). What retry decides here only spares the gate work and tells the
+-- operator what happened: mail to a suppressed address, of a cancelled
+-- campaign or of an inactive schedule is not retried (status unchanged),
+-- mail of a paused campaign is put back as paused. To make that last
+-- decision agree with pause/resume, the campaigns concerned are locked
+-- FOR SHARE first: a concurrent pause or resume waits for this commit and
+-- then moves these rows too (without the lock a resume could miss a row
+-- written paused here, and it would stay paused).
+--
+-- No p_now (issue 13, hole 4): the database's clock.
 
 BEGIN;
 
-CREATE FUNCTION mailroom._check_ids(p_ids bigint[])
+DROP FUNCTION mailroom.retry(bigint[], timestamptz);
+DROP FUNCTION mailroom.retry_campaign(bigint, timestamptz);
+
+-- unchanged since v0.1.0; here so that this file defines the whole change
+CREATE OR REPLACE FUNCTION mailroom._check_ids(p_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = mailroom, pg_temp
@@ -26,7 +51,7 @@ REVOKE ALL ON FUNCTION mailroom._check_ids(bigint[]) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._check_ids(bigint[]) IS
   'Internal: raise 22023 unless the array holds 1 to 10000 message ids and no NULL.';
 
-CREATE FUNCTION mailroom.retry(p_ids bigint[], p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom._retry(p_ids bigint[])
 RETURNS TABLE (id bigint, previous_status text, status text)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -40,29 +65,60 @@ DECLARE
   v_senders text[];
   v_sender  text;
 BEGIN
-  PERFORM mailroom._check_ids(p_ids);
-  IF p_now IS NULL THEN
-    RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
-  END IF;
+  PERFORM FROM mailroom.campaigns k
+  WHERE k.id IN (SELECT c.campaign_id FROM mailroom.contents c WHERE c.id = ANY (p_ids) AND c.campaign_id IS NOT NULL)
+  ORDER BY k.id
+  FOR SHARE;
 
-  -- Back to the queue, due now, with a fresh attempt budget. Mail to an
-  -- address suppressed meanwhile (a hard bounce, an unsubscribe) stays put.
   WITH requested AS (
     SELECT DISTINCT r.id FROM unnest(p_ids) AS r(id)
   ),
   before AS (
-    SELECT q.id, m.status FROM requested q LEFT JOIN mailroom.messages m ON m.id = q.id
+    SELECT r.id, CASE WHEN c.id IS NOT NULL THEN coalesce(q.status, f.finished_as) END AS status
+    FROM requested r
+    LEFT JOIN mailroom.contents c ON c.id = r.id
+    LEFT JOIN mailroom.queue q ON q.id = r.id
+    LEFT JOIN mailroom.attempts f ON f.message_id = r.id AND f.finished_as IS NOT NULL
+  ),
+  eligible AS (
+    SELECT c.id, c.priority, c.sender, c.max_attempts, c.on_ambiguous,
+           CASE WHEN k.status = 'paused' THEN 'paused' ELSE 'queued' END AS new_status
+    FROM requested r
+    JOIN mailroom.contents c ON c.id = r.id
+    LEFT JOIN mailroom.campaigns k ON k.id = c.campaign_id
+    LEFT JOIN mailroom.schedules s ON s.id = c.schedule_id
+    WHERE k.status IS DISTINCT FROM 'cancelled'
+      AND s.active IS DISTINCT FROM false
+      AND NOT EXISTS (SELECT FROM mailroom.suppressions x WHERE x.address_key = mailroom._address_key(c.to_address))
+  ),
+  requeued AS (
+    -- in review: back to the queue in place, due now, a fresh attempt budget
+    UPDATE mailroom.queue q
+    SET status = e.new_status, status_reason = 'operator retry', attempts = 0, run_at = now(), updated_at = now()
+    FROM eligible e
+    WHERE q.id = e.id AND q.status = 'review'
+    RETURNING q.id, q.status, q.sender
+  ),
+  unfinished AS (
+    -- failed: its finishing row becomes a plain attempt row again ...
+    UPDATE mailroom.attempts f
+    SET finished_as = NULL
+    FROM eligible e
+    WHERE f.message_id = e.id AND f.finished_as = 'failed'
+    RETURNING f.message_id, f.last_error
+  ),
+  revived AS (
+    -- ... and the mail gets a live row, due now
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, attempts, max_attempts,
+                                on_ambiguous, last_error, updated_at)
+    SELECT e.id, e.new_status, 'operator retry', e.priority, now(), e.sender, 0, e.max_attempts,
+           e.on_ambiguous, u.last_error, now()
+    FROM unfinished u JOIN eligible e ON e.id = u.message_id
+    RETURNING id, status, sender
   ),
   moved AS (
-    UPDATE mailroom.messages m
-    SET status = 'queued', status_reason = 'operator retry', attempts = 0, run_at = p_now, updated_at = p_now
-    WHERE m.id IN (SELECT q.id FROM requested q)
-      AND m.status IN ('failed', 'review')
-      AND NOT EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(m.to_address))
-    RETURNING m.id, m.sender, m.status
+    SELECT * FROM requeued UNION ALL SELECT * FROM revived
   )
-  -- The new status as written: a campaign or schedule guard may have held
-  -- (paused) or cancelled it instead of queueing it.
   SELECT array_agg(b.id ORDER BY b.id),
          array_agg(b.status ORDER BY b.id),
          array_agg(coalesce(mv.status, b.status) ORDER BY b.id),
@@ -77,53 +133,59 @@ BEGIN
   RETURN QUERY SELECT * FROM unnest(v_ids, v_before, v_after);
 END
 $$;
-ALTER FUNCTION mailroom.retry(bigint[], timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.retry(bigint[], timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.retry(bigint[], timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.retry(bigint[], timestamptz) IS
-  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0 (mail of a paused campaign is held as paused, of a cancelled campaign or inactive schedule cancelled). One row per requested id: previous_status NULL = no such message; status unchanged = not retryable (another status, or the address is suppressed). Retrying review mail accepts that the recipient may get it twice.';
+ALTER FUNCTION mailroom._retry(bigint[]) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._retry(bigint[]) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._retry(bigint[]) IS
+  'Internal: the work of retry and retry_campaign (no limit on the number of ids).';
 
-CREATE FUNCTION mailroom.retry_campaign(p_campaign_id bigint, p_now timestamptz DEFAULT now())
+CREATE FUNCTION mailroom.retry(p_ids bigint[])
+RETURNS TABLE (id bigint, previous_status text, status text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  PERFORM mailroom._check_ids(p_ids);
+  RETURN QUERY SELECT * FROM mailroom._retry(p_ids);
+END
+$$;
+ALTER FUNCTION mailroom.retry(bigint[]) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.retry(bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.retry(bigint[]) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.retry(bigint[]) IS
+  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0 (mail of a paused campaign is held as paused). One row per requested id: previous_status NULL = no such message; status unchanged = not retryable (another status, the address is suppressed, its campaign is cancelled or its schedule inactive). Retrying review mail accepts that the recipient may get it twice.';
+
+CREATE FUNCTION mailroom.retry_campaign(p_campaign_id bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_retried integer;
-  v_senders text[];
-  v_sender  text;
+  v_ids bigint[];
 BEGIN
   IF p_campaign_id IS NULL OR p_campaign_id < 1 THEN
     RAISE EXCEPTION 'mailroom: campaign_id: must be a positive campaign id, got %', coalesce(p_campaign_id::text, 'NULL')
       USING ERRCODE = '22023';
   END IF;
-  IF p_now IS NULL THEN
-    RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
+  -- The campaign's failed and review mail, by contents' campaign index.
+  SELECT array_agg(c.id) INTO v_ids
+  FROM mailroom.contents c
+  LEFT JOIN mailroom.queue q ON q.id = c.id
+  WHERE c.campaign_id = p_campaign_id
+    AND (q.status = 'review'
+         OR (q.id IS NULL AND EXISTS (SELECT FROM mailroom.attempts f
+                                      WHERE f.message_id = c.id AND f.finished_as = 'failed')));
+  IF v_ids IS NULL THEN
+    RETURN 0;
   END IF;
-
-  WITH moved AS (
-    UPDATE mailroom.messages m
-    SET status = 'queued', status_reason = 'operator retry', attempts = 0, run_at = p_now, updated_at = p_now
-    WHERE m.campaign_id = p_campaign_id
-      AND m.status IN ('failed', 'review')
-      AND NOT EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(m.to_address))
-    RETURNING m.sender, m.status
-  )
-  SELECT count(*), array_agg(DISTINCT mv.sender) FILTER (WHERE mv.status = 'queued')
-  INTO v_retried, v_senders
-  FROM moved mv;
-
-  FOREACH v_sender IN ARRAY coalesce(v_senders, '{}') LOOP
-    PERFORM pg_notify('mailroom', v_sender);
-  END LOOP;
-  RETURN v_retried;
+  RETURN (SELECT count(*) FROM mailroom._retry(v_ids) r WHERE r.status IS DISTINCT FROM r.previous_status);
 END
 $$;
-ALTER FUNCTION mailroom.retry_campaign(bigint, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) TO mailroom_operator;
-COMMENT ON FUNCTION mailroom.retry_campaign(bigint, timestamptz) IS
+ALTER FUNCTION mailroom.retry_campaign(bigint) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.retry_campaign(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.retry_campaign(bigint) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.retry_campaign(bigint) IS
   'Operator: retry every failed or review mail of one campaign (attempts reset, due now), except mail to suppressed addresses. Returns how many left failed/review (queued; held as paused while the campaign is paused).';
 
 COMMIT;

@@ -1,15 +1,34 @@
 -- Deploy mailroom:suppress to pg
--- requires: table_suppressions
--- requires: table_messages
--- requires: validation
+-- requires: suppress@v0.3.0
+-- requires: split_messages
+
+-- v0.4: the suppression row is what counts. claim_batch's gate looks every
+-- mail it is about to hand out up in mailroom.suppressions (by
+-- _address_key(contents.to_address)) and finishes a suppressed one as
+-- cancelled (reason suppressed), so mail that was in flight when the address
+-- was suppressed, came back by a retry, a reclaim or a release, or was
+-- enqueued by a transaction that committed after this one (issue 13, hole 1)
+-- is never handed out.
+--
+-- suppress no longer cancels the address's live mail itself. v0.3 did it
+-- through an index on messages by address over queued and paused rows; v0.4
+-- has no index by address (every enqueue and every campaign row would pay
+-- for it, and the gate is what counts), so finding that mail means joining
+-- every live queue row to its contents: about a second per call with a
+-- million-mail campaign in the queue, which is exactly when unsubscribes
+-- come in. The gate cancels it when it comes due instead, at the cost of one
+-- probe of the suppressions primary key per claimed mail that it pays anyway.
+-- The return value stays an integer for callers of v0.3: the mail cancelled
+-- by this call, now always 0. No p_now (the database's clock).
 
 BEGIN;
 
+DROP FUNCTION mailroom.suppress(text, text, text, timestamptz);
+
 CREATE FUNCTION mailroom.suppress(
   p_address text,
-  p_reason  text        DEFAULT 'manual',
-  p_source  text        DEFAULT NULL,
-  p_now     timestamptz DEFAULT now()
+  p_reason  text DEFAULT 'manual',
+  p_source  text DEFAULT NULL
 )
 RETURNS integer
 LANGUAGE plpgsql
@@ -17,8 +36,7 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_key   text;
-  v_count integer;
+  v_key text;
 BEGIN
   PERFORM mailroom._check_address('address', p_address);
   IF p_reason IS NULL OR p_reason NOT IN ('unsubscribed', 'hard_bounce', 'complaint', 'manual') THEN
@@ -31,24 +49,19 @@ BEGIN
   v_key := mailroom._address_key(p_address);
   -- The first reason stays (an unsubscribe is not overwritten by a later bounce).
   INSERT INTO mailroom.suppressions (address_key, address, reason, source, created_at)
-  VALUES (v_key, p_address, p_reason, p_source, p_now)
+  VALUES (v_key, p_address, p_reason, p_source, now())
   ON CONFLICT (address_key) DO NOTHING;
-  -- Mail not yet handed to a runner is cancelled (the partial index on
-  -- _address_key(to_address) covers exactly queued and paused rows).
-  UPDATE mailroom.messages
-  SET status = 'cancelled', status_reason = 'suppressed', updated_at = p_now
-  WHERE mailroom._address_key(to_address) = v_key AND status IN ('queued', 'paused');
-  GET DIAGNOSTICS v_count = ROW_COUNT;
-  RETURN v_count;
+  RETURN 0;   -- see the header: the gate cancels the address's live mail
 END
 $$;
-ALTER FUNCTION mailroom.suppress(text, text, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.suppress(text, text, text, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.suppress(text, text, text, timestamptz) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.suppress(text, text, text, timestamptz) IS
-  'Never mail p_address again (reason unsubscribed, hard_bounce, complaint or manual; domain compared case-insensitively): its queued and paused mail is cancelled with reason suppressed. Returns how many were cancelled.';
+ALTER FUNCTION mailroom.suppress(text, text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.suppress(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.suppress(text, text, text) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.suppress(text, text, text) IS
+  'Never mail p_address again (reason unsubscribed, hard_bounce, complaint or manual; domain compared case-insensitively): no claim that starts after this commits hands out mail to it (claim_batch cancels such mail with reason suppressed when it comes due; enqueue records new mail to it as cancelled). Returns the number of mails cancelled by this call: 0 since v0.4 (kept for v0.3 callers).';
 
-CREATE FUNCTION mailroom.unsuppress(p_address text)
+-- unchanged since v0.1.0; here so that this file defines the whole change
+CREATE OR REPLACE FUNCTION mailroom.unsuppress(p_address text)
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER

@@ -187,7 +187,7 @@ def test_concurrent_runs_of_one_campaign_add_everybody_once(db_url, conn, users)
 def test_concurrent_materialize_creates_each_occurrence_once(db_url, conn):
     conn.execute("SELECT mailroom.upsert_template('digest', 'Your week', 'Hello')")
     conn.execute(
-        "SELECT mailroom.schedule_upsert('d:' || g, 'u' || g || '@example.org', '0 8 * * 1',"
+        "SELECT mailroom._schedule_upsert('d:' || g, 'u' || g || '@example.org', '0 8 * * 1',"
         " (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Kolkata'])[1 + g % 3], 'digest', p_now => '2026-03-20Z')"
         " FROM generate_series(1, 300) g"
     )
@@ -196,7 +196,7 @@ def test_concurrent_materialize_creates_each_occurrence_once(db_url, conn):
     def run():
         with connect(db_url) as c:
             created.append(c.execute(
-                "SELECT mailroom.materialize_schedules('2026-03-23 13:00Z', 50) AS n").fetchone()["n"])
+                "SELECT mailroom._materialize_schedules(50, '2026-03-23 13:00Z') AS n").fetchone()["n"])
 
     while True:
         threads = [threading.Thread(target=run) for _ in range(3)]

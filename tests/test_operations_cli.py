@@ -150,7 +150,11 @@ def test_retry_ids_and_campaign(operator_dsn, conn, scenario):
     assert [(r["delivery_key"], r["status"], r["attempts"]) for r in rows] == [
         ("careful-1", "queued", 0), ("failed-1", "queued", 0), ("sent-1", "sent", 1)]
 
-    conn.execute("UPDATE mailroom.messages SET status = 'failed' WHERE delivery_key LIKE 'news%%'")
+    # the news mail fails (finished: queue row out, a finishing ledger row)
+    conn.execute("WITH gone AS (DELETE FROM mailroom.queue q USING mailroom.contents c"
+                 " WHERE c.id = q.id AND c.delivery_key LIKE 'news%%' RETURNING q.id, q.attempts)"
+                 " INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)"
+                 " SELECT id, attempts, now(), 'failed', 'failed', 'test' FROM gone")
     code, out, err = run("retry", "--dsn", operator_dsn, "--campaign", "7", "--json")
     assert code == 0, err
     assert json.loads(out) == {"campaign": 7, "retried": 2}

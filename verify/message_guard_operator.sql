@@ -1,8 +1,13 @@
--- Verify mailroom:message_guard_operator on pg
+-- Verify mailroom:message_guard_operator on pg: the v0.3 operator guard
+-- trigger is gone (claim_batch's gate replaces it).
 
 BEGIN;
 
-SELECT 1/count(*) FROM pg_trigger
-WHERE tgrelid = 'mailroom.messages'::regclass AND tgname = 'messages_guard_operator_requeue' AND NOT tgisinternal;
+DO $$
+BEGIN
+  ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgname = 'messages_guard_operator_requeue'),
+    'the operator guard trigger still exists';
+END
+$$;
 
 ROLLBACK;

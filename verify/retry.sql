@@ -2,8 +2,10 @@
 
 BEGIN;
 
-SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.retry(bigint[], timestamptz)', 'execute')::integer;
-SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.retry_campaign(bigint, timestamptz)', 'execute')::integer;
+SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.retry(bigint[])', 'execute')::integer;
+SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.retry_campaign(bigint)', 'execute')::integer;
+SELECT 1/(NOT has_function_privilege('mailroom_operator', 'mailroom._retry(bigint[])', 'execute'))::integer;
 SELECT 'mailroom._check_ids(bigint[])'::regprocedure;
+SELECT 1/(pg_catalog.to_regprocedure('mailroom.retry(bigint[], timestamptz)') IS NULL)::integer;
 
 ROLLBACK;

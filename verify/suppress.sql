@@ -2,7 +2,8 @@
 
 BEGIN;
 
-SELECT has_function_privilege('mailroom_app', 'mailroom.suppress(text, text, text, timestamptz)', 'execute');
-SELECT has_function_privilege('mailroom_app', 'mailroom.unsuppress(text)', 'execute');
+SELECT 1/has_function_privilege('mailroom_app', 'mailroom.suppress(text, text, text)', 'execute')::int;
+SELECT 1/has_function_privilege('mailroom_app', 'mailroom.unsuppress(text)', 'execute')::int;
+SELECT 1/(pg_catalog.to_regprocedure('mailroom.suppress(text, text, text, timestamptz)') IS NULL)::int;
 
 ROLLBACK;

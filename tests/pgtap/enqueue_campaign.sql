@@ -1,18 +1,16 @@
 -- pgTAP: mailroom.enqueue_campaign — one INSERT ... SELECT from a query run with the caller's rights.
 BEGIN;
-SELECT plan(35);
+SELECT plan(37);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text',
-  'timestamp with time zone'], 'enqueue_campaign exists');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'enqueue_campaign exists');
 SELECT isnt_definer('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text',
-  'timestamp with time zone'], 'enqueue_campaign is SECURITY INVOKER: the recipients query runs as the caller');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'enqueue_campaign is SECURITY INVOKER: the recipients query runs as the caller');
 SELECT function_privs_are('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text',
-  'timestamp with time zone'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
-SELECT is_definer('mailroom', '_campaign_fill', ARRAY['bigint', 'timestamp with time zone'], 'the writing step is SECURITY DEFINER');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
+SELECT is_definer('mailroom', '_campaign_fill', ARRAY['bigint'], 'the writing step is SECURITY DEFINER');
+SELECT hasnt_function('mailroom', '_campaign_fill', ARRAY['bigint', 'timestamp with time zone'], 'no p_now on anything the app executes');
 
 -- the application's own table, readable by the app role only
 CREATE TABLE public.t_users (id int PRIMARY KEY, email text, tz text);
@@ -27,7 +25,7 @@ SET ROLE mailroom_app;
 CREATE TEMP TABLE ids AS
 SELECT mailroom.enqueue_campaign('spring', 'news',
   'SELECT id AS recipient_id, email, jsonb_build_object(''n'', id) AS vars FROM public.t_users;',
-  p_priority => 10, p_vars => '{"name": "friend", "n": 0}', p_now => '2026-05-01 09:00Z') AS id;
+  p_priority => 10, p_vars => '{"name": "friend", "n": 0}', p_send_at => '2026-05-01 09:00Z') AS id;
 SELECT isnt((SELECT id FROM ids), NULL, 'a campaign id comes back');
 RESET ROLE;
 
@@ -36,9 +34,16 @@ SELECT results_eq($$SELECT recipient_id, to_address, status, coalesce(status_rea
   $$VALUES ('1', 'ann@Example.org', 'queued', '-', 10, '2026-05-01 09:00Z'::timestamptz),
            ('2', 'bob@example.org', 'queued', '-', 10, '2026-05-01 09:00Z'),
            ('3', 'cy@example.org', 'queued', '-', 10, '2026-05-01 09:00Z'),
-           ('4', 'dee@example.org', 'cancelled', 'suppressed', 10, '2026-05-01 09:00Z'),
-           ('5', 'not an address', 'cancelled', 'invalid_address', 10, '2026-05-01 09:00Z')$$,
+           ('4', 'dee@example.org', 'cancelled', 'suppressed', 10, NULL),
+           ('5', 'not an address', 'cancelled', 'invalid_address', 10, NULL)$$,
   'one message per recipient, address snapshotted; suppressed and malformed addresses kept as cancelled');
+SELECT results_eq($$SELECT c.recipient_id, q.status, f.outcome, f.finished_as, f.status_reason
+                    FROM mailroom.contents c LEFT JOIN mailroom.queue q ON q.id = c.id
+                    LEFT JOIN mailroom.attempts f ON f.message_id = c.id
+                    WHERE c.campaign_id = (SELECT id FROM ids) ORDER BY 1$$,
+  $$VALUES ('1', 'queued', NULL, NULL, NULL), ('2', 'queued', NULL, NULL, NULL), ('3', 'queued', NULL, NULL, NULL),
+           ('4', NULL, 'cancelled', 'cancelled', 'suppressed'), ('5', NULL, 'cancelled', 'cancelled', 'invalid_address')$$,
+  'live mail has a queue row, the cancelled ones a finishing ledger row instead (never both)');
 SELECT is((SELECT template_vars FROM mailroom.messages WHERE delivery_key = 'campaign:' || (SELECT id FROM ids) || ':2'),
   '{"name": "friend", "n": 2}'::jsonb, 'recipient vars override the campaign vars; delivery key campaign:<id>:<recipient>');
 SELECT is((SELECT template_key FROM mailroom.messages WHERE recipient_id = '1'), 'news', 'the template is referenced, rendered by the runner');
@@ -97,15 +102,15 @@ RESET ROLE;
 
 -- the query runs with the caller's rights, never mailroom's
 SET ROLE mailroom_app;
-SELECT throws_ok($$SELECT mailroom.enqueue_campaign('steal', 'news', 'SELECT id::text AS recipient_id, to_address AS email FROM mailroom.messages')$$,
-  '42501', 'mailroom: recipients: the query does not run: permission denied for table messages',
+SELECT throws_ok($$SELECT mailroom.enqueue_campaign('steal', 'news', 'SELECT id::text AS recipient_id, to_address AS email FROM mailroom.contents')$$,
+  '42501', 'mailroom: recipients: the query does not run: permission denied for table contents',
   'a query reading mailroom''s tables fails: it runs as the caller');
 SELECT throws_ok($$SELECT mailroom.enqueue_campaign('steal', 'news', 'WITH d AS (DELETE FROM mailroom.suppressions RETURNING address) SELECT address AS recipient_id, address AS email FROM d')$$,
   '0A000', 'mailroom: recipients: the query does not run: WITH clause containing a data-modifying statement must be at the top level',
   'a data-modifying query is refused (it is wrapped as a subquery)');
-SELECT throws_ok($$SELECT mailroom._campaign_fill(1, now())$$, '55000',
+SELECT throws_ok($$SELECT mailroom._campaign_fill(1)$$, '55000',
   'mailroom: recipients: no staged recipients (call enqueue_campaign)', 'the writing step alone has nothing to read');
-SELECT throws_ok($$INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text) VALUES ('x', 'a@b.org', 's', 'b')$$,
+SELECT throws_ok($$INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous) VALUES (1, 'default', 5, 'retry')$$,
   '42501', NULL, 'the app role cannot write the queue directly');
 
 -- bad input: nothing written

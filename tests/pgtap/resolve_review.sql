@@ -1,34 +1,38 @@
 -- Tests for mailroom:resolve_review
 BEGIN;
-SELECT plan(17);
+SELECT plan(18);
 SET LOCAL client_min_messages = warning;
-TRUNCATE mailroom.messages CASCADE;
+TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;
 TRUNCATE mailroom.suppressions;
 
-SELECT has_function('mailroom', 'resolve_review', ARRAY['bigint', 'text', 'timestamp with time zone'], 'resolve_review exists');
-SELECT is_definer('mailroom', 'resolve_review', ARRAY['bigint', 'text', 'timestamp with time zone'], 'it is SECURITY DEFINER');
-SELECT function_privs_are('mailroom', 'resolve_review', ARRAY['bigint', 'text', 'timestamp with time zone'],
+SELECT has_function('mailroom', 'resolve_review', ARRAY['bigint', 'text'], 'resolve_review exists');
+SELECT is_definer('mailroom', 'resolve_review', ARRAY['bigint', 'text'], 'it is SECURITY DEFINER');
+SELECT function_privs_are('mailroom', 'resolve_review', ARRAY['bigint', 'text'],
   'mailroom_operator', ARRAY['EXECUTE'], 'operators may resolve reviews');
 
-SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_on_ambiguous => 'review', p_now => '2030-01-01Z')
+SELECT mailroom.enqueue(k || '@example.com', 'Hi', 'B', p_delivery_key => k, p_on_ambiguous => 'review', p_send_at => '2030-01-01Z')
 FROM unnest(ARRAY['r-sent', 'r-retry', 'r-cancel', 'r-suppressed', 'done']) AS k;
-CREATE TEMP TABLE c AS SELECT * FROM mailroom.claim_batch('w', 5, '1 minute', NULL, '2030-01-01 00:01Z');
-SELECT mailroom.mark_outcome(id, lease_token, 'sent', NULL, NULL, NULL, NULL, '2030-01-01 00:01:30Z') FROM c WHERE delivery_key = 'done';
-SELECT mailroom.reclaim('2030-01-01 00:05Z');
+CREATE TEMP TABLE c AS SELECT * FROM mailroom._claim_batch('w', 5, '1 minute', NULL, '2030-01-01 00:01Z');
+SELECT mailroom._mark_outcome(id, lease_token, 'sent', NULL, NULL, NULL, NULL, '2030-01-01 00:01:30Z') FROM c WHERE delivery_key = 'done';
+SELECT mailroom._reclaim(p_now => '2030-01-01 00:05Z');
 INSERT INTO mailroom.suppressions (address_key, address, reason) VALUES ('r-suppressed@example.com', 'r-suppressed@example.com', 'unsubscribed');
-CREATE TEMP TABLE ids AS SELECT delivery_key AS k, id FROM mailroom.messages;
-SELECT is((SELECT count(*)::int FROM mailroom.review_queue), 4, 'four mails wait for review');
+CREATE TEMP TABLE ids AS SELECT delivery_key AS k, id FROM mailroom.contents;
+SELECT is((SELECT count(*)::int FROM mailroom.queue WHERE status = 'review'), 4, 'four mails wait for review (queue rows in review)');
 
-SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-sent'), 'sent', '2030-01-01 01:00Z'), 'sent', 'sent: returns the new status');
-SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-retry'), 'retry', '2030-01-01 01:00Z'), 'queued', 'retry: queued');
-SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-cancel'), 'cancel', '2030-01-01 01:00Z'), 'cancelled', 'cancel: cancelled');
+SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-sent'), 'sent'), 'sent', 'sent: returns the new status');
+SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-retry'), 'retry'), 'queued', 'retry: queued');
+SELECT is(mailroom.resolve_review((SELECT id FROM ids WHERE k = 'r-cancel'), 'cancel'), 'cancelled', 'cancel: cancelled');
 SELECT results_eq(
-  $$SELECT k, status, status_reason, sent_at, attempts, run_at FROM mailroom.messages JOIN ids USING (id)
+  $$SELECT k, status, status_reason, sent_at = now(), attempts, run_at = now() FROM mailroom.messages JOIN ids USING (id)
     WHERE k LIKE 'r-%' AND k <> 'r-suppressed' ORDER BY k$$,
-  $$VALUES ('r-cancel'::text, 'cancelled'::text, 'review resolved: cancel'::text, NULL::timestamptz, 1, '2030-01-01Z'::timestamptz),
-           ('r-retry', 'queued', 'review resolved: retry', NULL, 0, '2030-01-01 01:00Z'),
-           ('r-sent', 'sent', 'review resolved: sent', '2030-01-01 01:00Z', 1, '2030-01-01Z')$$,
+  $$VALUES ('r-cancel'::text, 'cancelled'::text, 'review resolved: cancel'::text, NULL::boolean, 1, NULL::boolean),
+           ('r-retry', 'queued', 'review resolved: retry', NULL, 0, true),
+           ('r-sent', 'sent', 'review resolved: sent', true, 1, NULL)$$,
   'each decision leaves the message in the right state (retry: due now, attempts reset)');
+SELECT results_eq($$SELECT i.k, a.outcome, a.finished_as, a.attempt FROM mailroom.attempts a JOIN ids i ON i.id = a.message_id
+                    WHERE i.k IN ('r-sent', 'r-cancel') AND a.finished_as IS NOT NULL ORDER BY i.k$$,
+  $$VALUES ('r-cancel'::text, 'resolved'::text, 'cancelled'::text, 1), ('r-sent', 'resolved', 'sent', 1)$$,
+  'sent and cancel finish the mail with one resolved ledger row (and it leaves the queue)');
 
 CREATE TEMP TABLE snap AS SELECT id, status, status_reason, attempts FROM mailroom.messages;
 SELECT throws_ok($$SELECT mailroom.resolve_review(NULL, 'sent')$$, '22023', 'mailroom: id: a message id is required', 'NULL id');

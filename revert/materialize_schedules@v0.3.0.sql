@@ -1,0 +1,7 @@
+-- Revert mailroom:materialize_schedules from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.materialize_schedules(timestamptz, integer);
+
+COMMIT;

@@ -1,0 +1,28 @@
+-- Verify mailroom:enqueue_campaign on pg
+
+BEGIN;
+
+DO $$
+BEGIN
+  ASSERT has_function_privilege('mailroom_app',
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)', 'execute'),
+    'mailroom_app cannot call enqueue_campaign';
+  ASSERT NOT (SELECT prosecdef FROM pg_proc WHERE oid =
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)'::regprocedure),
+    'enqueue_campaign must be SECURITY INVOKER';
+  ASSERT has_function_privilege('mailroom_app', 'mailroom._campaign_fill(bigint, timestamptz)', 'execute'),
+    'mailroom_app cannot call _campaign_fill';
+  ASSERT mailroom._address_ok('a@example.org') AND NOT mailroom._address_ok('a b@example.org')
+         AND NOT mailroom._address_ok('root@localhost'),
+    '_address_ok is wrong';
+  ASSERT (SELECT prosrc FROM pg_proc WHERE oid = 'mailroom._campaign_fill(bigint, timestamptz)'::regprocedure)
+           LIKE '%unique_violation%',
+    '_campaign_fill is the v0.1.0 version (no fast path without ON CONFLICT)';
+  ASSERT (SELECT prosrc FROM pg_proc WHERE oid =
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz)'::regprocedure)
+           LIKE '%OPERATOR(pg_catalog.=)%',
+    'enqueue_campaign leaves its operators to the caller''s search_path';
+END
+$$;
+
+ROLLBACK;

@@ -48,12 +48,22 @@ AS $$
   FROM mailroom.attempts a
   WHERE NOT EXISTS (SELECT FROM mailroom.contents c WHERE c.id = a.message_id)
   GROUP BY a.message_id
+  UNION ALL
+  SELECT 'unknown_campaign', c.id, format('campaign_id %s has no campaign', c.campaign_id)
+  FROM mailroom.contents c
+  WHERE c.campaign_id IS NOT NULL
+    AND NOT EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = c.campaign_id)
+  UNION ALL
+  SELECT 'unknown_schedule', c.id, format('schedule_id %s has no schedule', c.schedule_id)
+  FROM mailroom.contents c
+  WHERE c.schedule_id IS NOT NULL
+    AND NOT EXISTS (SELECT FROM mailroom.schedules s WHERE s.id = c.schedule_id)
   ORDER BY 1, 2
 $$;
 ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.integrity_problems() IS
-  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents. Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
 
 COMMIT;

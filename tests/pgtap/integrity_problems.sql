@@ -1,6 +1,6 @@
 -- Tests for mailroom:integrity_problems
 BEGIN;
-SELECT plan(12);
+SELECT plan(13);
 SET LOCAL client_min_messages = warning;
 \ir include/core_state.psql
 
@@ -34,6 +34,10 @@ VALUES (900000002, 1, 'w', '2030-01-01Z', '2030-01-01 00:01Z', 'retry'),
        (900000002, 2, 'w', '2030-01-01 00:02Z', '2030-01-01 00:03Z', 'retry');
 CREATE TEMP TABLE orphan AS SELECT pg_temp.t_id('orphan-ledger') AS id;
 DELETE FROM mailroom.contents WHERE id = (SELECT id FROM orphan);
+-- ids of a campaign and a schedule that do not exist (contents has no foreign keys).
+INSERT INTO mailroom.contents (id, delivery_key, to_address, subject, body_text, campaign_id, recipient_id, schedule_id)
+VALUES (900000003, 'stray', 'stray@example.com', 's', 'b', 900000004, 'r', 900000005);
+INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous) VALUES (900000003, 'default', 5, 'retry');
 
 SELECT results_eq(
   $$SELECT problem, message_id FROM mailroom.integrity_problems()$$,
@@ -41,7 +45,9 @@ SELECT results_eq(
            ('finished_and_live', pg_temp.t_id('both')),
            ('ledger_without_contents', (SELECT id FROM orphan)),
            ('ledger_without_contents', 900000002::bigint),
-           ('queue_without_contents', 900000001::bigint)$$,
+           ('queue_without_contents', 900000001::bigint),
+           ('unknown_campaign', 900000003::bigint),
+           ('unknown_schedule', 900000003::bigint)$$,
   'each broken invariant is found, once per mail');
 SELECT is((SELECT detail FROM mailroom.integrity_problems() WHERE problem = 'finished_and_live'),
   format('queue status queued, but finished as sent (ledger row %s)',
@@ -57,7 +63,9 @@ SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, finished_
   '23505', NULL, 'a second finishing row is refused by attempts_finished_idx (so the check has no case for it)');
 
 SET LOCAL ROLE mailroom_operator;
-SELECT is((SELECT count(*)::int FROM mailroom.integrity_problems()), 5, 'an operator runs it');
+SELECT is((SELECT count(*)::int FROM mailroom.integrity_problems()), 7, 'an operator runs it');
+SELECT is((SELECT detail FROM mailroom.integrity_problems() WHERE problem = 'unknown_campaign'),
+  'campaign_id 900000004 has no campaign', 'a reference the foreign key used to check is named');
 RESET ROLE;
 SET LOCAL ROLE mailroom_runner;
 SELECT throws_ok($$SELECT * FROM mailroom.integrity_problems()$$, '42501', 'permission denied for function integrity_problems',

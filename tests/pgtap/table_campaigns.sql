@@ -9,7 +9,7 @@ SELECT columns_are('mailroom', 'campaigns', ARRAY['id', 'name', 'template_key', 
 SELECT table_owner_is('mailroom', 'campaigns', 'mailroom_owner', 'owned by mailroom_owner');
 SELECT table_privs_are('mailroom', 'campaigns', 'mailroom_app', ARRAY[]::text[], 'mailroom_app has no direct access');
 SELECT has_column('mailroom', 'contents', 'recipient_zone', 'contents.recipient_zone exists');
-SELECT fk_ok('mailroom', 'contents', 'campaign_id', 'mailroom', 'campaigns', 'id', 'contents.campaign_id references campaigns');
+SELECT col_isnt_fk('mailroom', 'contents', 'campaign_id', 'contents.campaign_id carries no foreign key (a bulk campaign paid 27 % for it); integrity_problems() checks it');
 SELECT has_index('mailroom', 'contents', 'contents_campaign_recipient_unique', 'UNIQUE (campaign_id, recipient_id) index');
 
 INSERT INTO mailroom.templates (key, subject, body_text) VALUES ('t', 's', 'b');

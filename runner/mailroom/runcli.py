@@ -42,8 +42,9 @@ def _with(options):
               help="Where mail goes: smtp://[user:pass@]host[:port][?starttls][&timeout=S][&cafile=PATH]"
                    "[&verify=0], smtps://..., file://DIR (maildir) or null://.",
               **_env("SMTP_URL"))
-@click.option("--concurrency", type=click.IntRange(1, 512), default=8, show_default=True,
-              help="Sending threads, each with one SMTP connection kept open.", **_env("CONCURRENCY"))
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=8, show_default=True,
+              help="SMTP connections kept open (all on one asyncio thread; file:// and null:// use "
+                   "this many threads).", **_env("CONCURRENCY"))
 @click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
               help="Messages claimed per claim_batch call.", **_env("BATCH"))
 @click.option("--lease", type=click.FloatRange(2, 86400), default=300.0, show_default=True,

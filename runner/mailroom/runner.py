@@ -57,7 +57,7 @@ from mailroom.backoff import Backoff
 from mailroom.completer import Completer, Report
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
-from mailroom.sendpool import ThreadSendPool
+from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
 RECLAIM_INTERVAL = 1.0
@@ -205,8 +205,14 @@ class Runner:
         self.db_state = logs.StateLog("db")
         self.listen_state = logs.StateLog("listen")
         self.waiting = Waiting(self._connect_waiting)
-        self.sendpool = ThreadSendPool(self.transport, settings.concurrency, self._deliver, self._hand_back,
-                                       self._should_hand_back)
+        if self.transport.url.scheme in ("smtp", "smtps"):
+            # Waiting on a relay: coroutines, one thread for all connections.
+            self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job.row),
+                                          self.record, self._hand_back, self._should_hand_back)
+        else:
+            # null:// and file:// do not wait on anything: plain threads.
+            self.sendpool = ThreadSendPool(self.transport, settings.concurrency, self._deliver, self._hand_back,
+                                           self._should_hand_back)
         self.exit_code = exitcodes.OK
         self.signals = 0
         # Counts since start: claimed, sent, retry, failed, ambiguous, handed_back.
@@ -336,7 +342,23 @@ class Runner:
             self._shutdown()
         return self.exit_code
 
+    def _raise_open_files_limit(self) -> None:
+        """One descriptor per SMTP connection plus the database's and Python's
+        own: raise the soft limit towards the hard one when the default 1,024
+        would not do."""
+        import resource
+
+        want = self.s.concurrency + 128
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            if new < want:
+                event(logging.WARNING, "runner.open_files_limit", limit=new, wanted=want,
+                      note="raise the hard limit (ulimit -Hn, LimitNOFILE=) for this --concurrency")
+
     def _start_threads(self) -> None:
+        self._raise_open_files_limit()
         self.completer.start()
         self.sendpool.start()
         for target, name in ((self._lease_keeper, "leases"), (self._listener, "listener")):

@@ -25,6 +25,7 @@ import asyncio
 import base64
 import collections
 import socket
+import weakref
 
 from mailroom.transport import (
     _DOT_LINE, Outcome, TransportURL, _short, classify_reply, tls_context,
@@ -111,12 +112,59 @@ class _Replies(asyncio.Protocol):
             self.waiters.append(f)
         return f
 
-    async def drain(self) -> None:
+    def drained(self) -> asyncio.Future | None:
+        """A future that resolves once the write buffer is empty, or None if it is."""
         if self.lost is not None:
             raise self.lost
-        if self.paused:
-            self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+        if not self.paused:
+            return None
+        self._drained = asyncio.get_running_loop().create_future()
+        return self._drained
+
+
+class _Watchdog:
+    """Timeouts for every session of one event loop, checked by one task
+    every TICK seconds: a timer per SMTP reply (asyncio.timeout) cost more
+    CPU than anything else the session does per mail. A wait times out
+    between its timeout and its timeout + TICK."""
+
+    TICK = 0.05
+    _by_loop: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.waits: dict[asyncio.Future, float] = {}
+        self.task = loop.create_task(self._run())
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "_Watchdog":
+        if cls._by_loop is None:
+            cls._by_loop = weakref.WeakKeyDictionary()
+        dog = cls._by_loop.get(loop)
+        if dog is None or dog.task.done():
+            dog = cls._by_loop[loop] = cls(loop)
+        return dog
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.TICK)
+            if not self.waits:
+                continue
+            now = loop.time()
+            expired = [f for f, deadline in self.waits.items() if deadline <= now]
+            for f in expired:
+                del self.waits[f]
+                if not f.done():
+                    f.set_exception(TimeoutError("timed out"))
+
+    async def wait(self, fut: asyncio.Future, timeout: float):
+        if fut.done():
+            return fut.result()
+        self.waits[fut] = asyncio.get_running_loop().time() + timeout
+        try:
+            return await fut
+        finally:
+            self.waits.pop(fut, None)
 
 
 _FQDN: str | None = None
@@ -142,8 +190,7 @@ class AsyncSmtpConnection:
 
     # -- session ---------------------------------------------------------------------
     async def _reply(self, stage: str):
-        async with asyncio.timeout(self.url.timeout):
-            return await self.p.reply()
+        return await _Watchdog.of(asyncio.get_running_loop()).wait(self.p.reply(), self.url.timeout)
 
     async def _command(self, line: bytes, stage: str):
         self.transport.write(line + b"\r\n")
@@ -309,8 +356,9 @@ class AsyncSmtpConnection:
             if not q.endswith(b"\r\n"):
                 q += b"\r\n"
             w(q + b".\r\n")
-            async with asyncio.timeout(self.url.timeout):
-                await self.p.drain()
+            drained = self.p.drained()
+            if drained is not None:
+                await _Watchdog.of(asyncio.get_running_loop()).wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
             stage = "reply"
             code, text = await self._reply("reply")

@@ -496,11 +496,13 @@ class Runner:
                 metrics.IN_FLIGHT.set(self.pending)
             for sender, count in Counter(r.get("sender") or "default" for r in trs).items():
                 metrics.CLAIMED.labels(sender).inc(count)
+            ready = []
             for r in trs:
                 if r.get("template_key") in unloaded:
                     self._hand_back(Job(r, b))
                 else:
-                    self.sendpool.submit(Job(r, b))
+                    ready.append(Job(r, b))
+            self.sendpool.submit_many(ready)
         return len(rows)
 
     def _probe_transport(self, backoff: Backoff) -> None:

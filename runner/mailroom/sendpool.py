@@ -34,6 +34,10 @@ class ThreadSendPool:
     def submit(self, job) -> None:
         self._jobs.put(job)
 
+    def submit_many(self, jobs: list) -> None:
+        for job in jobs:
+            self._jobs.put(job)
+
     def stop(self, deadline: float) -> int:
         """Hand back what has not started, let sends in progress finish until
         the monotonic `deadline`; returns how many are still sending then."""
@@ -97,11 +101,23 @@ class AsyncSendPool:
         self._ready.set()
         try:
             loop.run_until_complete(asyncio.gather(*self._workers, return_exceptions=True))
+            rest = asyncio.all_tasks(loop)  # the sessions' timeout watchdog
+            for t in rest:
+                t.cancel()
+            loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
         finally:
             loop.close()
 
     def submit(self, job) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, job)
+        self.submit_many([job])
+
+    def submit_many(self, jobs: list) -> None:
+        """One wake-up of the loop for a whole claim, not one per mail."""
+        self._loop.call_soon_threadsafe(self._put_all, jobs)
+
+    def _put_all(self, jobs: list) -> None:
+        for job in jobs:
+            self._queue.put_nowait(job)
 
     def stop(self, deadline: float) -> int:
         """As ThreadSendPool.stop: queued jobs are handed back, sends in

@@ -128,7 +128,7 @@ class _Watchdog:
     CPU than anything else the session does per mail. A wait times out
     between its timeout and its timeout + TICK."""
 
-    TICK = 0.05
+    TICK = 0.1
     _by_loop: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
 
     def __init__(self, loop: asyncio.AbstractEventLoop):

@@ -607,7 +607,9 @@ class Runner:
         mail whose outcome waits in memory must not be reclaimed and sent
         again meanwhile (a failing extension is retried, never fatal)."""
         backoff = Backoff()
-        while not self.stopping.wait(LEASE_CHECK_INTERVAL):
+        # Often enough that a short lease (the drills use 3 s) is extended well before it ends.
+        interval = min(LEASE_CHECK_INTERVAL, self.s.lease / 10)
+        while not self.stopping.wait(interval):
             if not self._extend_leases():
                 self.stopping.wait(backoff.next())
             else:

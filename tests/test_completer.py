@@ -111,3 +111,26 @@ def test_a_refusal_not_about_the_input_keeps_everything(conn, pool):
     assert completer.written == {"sent": 3}
     assert flushes == [{"one": 1}]  # on_flush ran once, on the flush that wrote, on its connection
     assert {r["status"] for r in conn.execute("SELECT status FROM mailroom.messages")} == {"sent"}
+
+
+def test_on_flush_rides_on_writes_and_runs_alone_when_idle(conn, pool):
+    """on_flush runs on the flush's own connection after a flush that wrote,
+    and, with on_flush_every, by itself while there is nothing to write."""
+    import time
+
+    enqueue(conn, "hb@example.com", subject="s", body_text="b")
+    (row,) = _claim(conn, 1)
+    seen: list = []
+    completer = Completer(pool, on_flush=lambda c: seen.append(c.execute("SELECT 1 AS one").fetchone()),
+                          on_flush_every=0.3, flush_interval=0.05)
+    completer.start()
+    try:
+        completer.report(_report(row))
+        completer.flush_soon()
+        deadline = time.monotonic() + 10
+        while len(seen) < 3 and time.monotonic() < deadline:  # 1 with the write, then idle ones
+            time.sleep(0.05)
+    finally:
+        completer.stop()
+    assert len(seen) >= 3 and completer.written == {"sent": 1}
+    assert conn.execute("SELECT status FROM mailroom.messages").fetchone()["status"] == "sent"

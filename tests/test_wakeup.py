@@ -101,7 +101,8 @@ def test_the_runner_side_claims_once_more_after_the_barrier_and_then_sleeps(db_u
     app.commit()
     assert waiting.prepare() == "claim"
     waiting.reset()
-    assert conn.execute(held).fetchone()["n"] == 0
+    # The hold ends with the session, which ends a moment after close() returns.
+    wait_for(lambda: conn.execute(held).fetchone()["n"] == 0, timeout=10, what="the hold to end with its session")
 
 
 def test_no_wake_up_is_lost_while_runners_go_idle_and_busy(db_url, conn):

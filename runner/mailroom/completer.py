@@ -23,8 +23,9 @@ does not have).
 
 `on_flush(conn)` (optional) runs on the same connection after each
 successful flush that wrote something: a heartbeat or a summary rides on
-the outcome writes instead of costing its own round trip. An error in it is
-logged and never holds outcomes back.
+the outcome writes instead of costing its own round trip; with
+`on_flush_every` it also runs when nothing was written for that many
+seconds. An error in it is logged and never holds outcomes back.
 """
 
 from __future__ import annotations
@@ -76,11 +77,15 @@ class Release:
 
 
 class Completer:
-    def __init__(self, pool, *, on_flush: Callable | None = None, state: logs.StateLog | None = None,
-                 flush_interval: float = FLUSH_INTERVAL, flush_size: int = FLUSH_SIZE,
-                 max_per_call: int = MAX_PER_CALL):
+    def __init__(self, pool, *, on_flush: Callable | None = None, on_flush_every: float | None = None,
+                 state: logs.StateLog | None = None, flush_interval: float = FLUSH_INTERVAL,
+                 flush_size: int = FLUSH_SIZE, max_per_call: int = MAX_PER_CALL):
         self.pool = pool
         self.on_flush = on_flush
+        # With nothing to write for this long, the timer thread runs on_flush
+        # by itself (a heartbeat must not go stale while the runner is idle).
+        self.on_flush_every = on_flush_every
+        self._on_flush_at = time.monotonic()
         self.state = state or logs.StateLog("db")
         self.flush_interval, self.flush_size = flush_interval, flush_size
         self.max_per_call = self.per_call = max_per_call
@@ -141,6 +146,13 @@ class Completer:
                 return
             if not self.flush():
                 self._stop.wait(self.backoff.next())
+            elif (self.on_flush is not None and self.on_flush_every is not None
+                  and time.monotonic() - self._on_flush_at >= self.on_flush_every):
+                try:
+                    with self.pool.connection(timeout=2.0) as conn:
+                        self._call_on_flush(conn)
+                except Exception as e:  # noqa: BLE001 - no connection: the next flush tells
+                    event(logging.DEBUG, "completer.on_flush_skipped", error=queries.first_line(e))
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the timer thread (the final flush is the caller's: see drain)."""
@@ -218,6 +230,7 @@ class Completer:
             return False
 
     def _call_on_flush(self, conn) -> None:
+        self._on_flush_at = time.monotonic()
         try:
             self.on_flush(conn)
         except Exception as e:  # noqa: BLE001 - a heartbeat never holds outcomes back

@@ -183,7 +183,8 @@ def _note_signal(signum, frame) -> None:
 
 
 class Runner:
-    def __init__(self, settings: Settings, transport: Transport | None = None, on_flush=None):
+    def __init__(self, settings: Settings, transport: Transport | None = None, on_flush=None,
+                 on_flush_every: float | None = None):
         self.s = settings
         if settings.concurrency < 1 or settings.batch < 1:
             raise ValueError("--concurrency and --batch must be >= 1")
@@ -192,7 +193,7 @@ class Runner:
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
         self.needs_message = self.transport.needs_message
-        self.on_flush = on_flush
+        self.on_flush, self.on_flush_every = on_flush, on_flush_every
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.completer: Completer | None = None
         self.lock = threading.Lock()  # batches, pending, counts
@@ -315,7 +316,8 @@ class Runner:
             raise FatalError(
                 "the role cannot execute mailroom." + ", mailroom.".join(missing)
                 + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
-        self.completer = Completer(self.pool, on_flush=self.on_flush, state=self.db_state)
+        self.completer = Completer(self.pool, on_flush=self.on_flush, on_flush_every=self.on_flush_every,
+                                   state=self.db_state)
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 

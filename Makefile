@@ -17,7 +17,7 @@ DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
          PGPORT=$$($(MAILROOM) db url | sed -E 's|.*:([0-9]+)/.*|\1|')
 
-.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench bench-quick clean
+.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench bench-deps bench-quick clean
 
 help:
 	@echo "make test    install what is missing, start the embedded cluster, run pgTAP + pytest + revert/redeploy"
@@ -96,7 +96,21 @@ clean:
 # Every benchmark script bench/[!_]*.py in turn through the driver bench/_run.py,
 # which writes bench/RESULTS.md (machine, settings, versions, figures, targets).
 # QUICK=1 (or make bench-quick): smaller sizes, within 3 minutes.
-bench: deps venv
+# bench/slow_relay.py needs Postfix's smtp-sink (a C SMTP server, so the sink is
+# not what is measured): installed from Debian's postfix package when root,
+# preseeded so that debconf configures no mail system.
+bench-deps:
+	@if ! command -v smtp-sink >/dev/null 2>&1 && [ ! -x /usr/sbin/smtp-sink ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: postfix (for smtp-sink)"; \
+	    echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postfix >/dev/null; \
+	  else \
+	    echo "bench/slow_relay.py needs smtp-sink: run 'make bench-deps' as root (Debian package postfix)"; \
+	  fi; \
+	fi
+
+bench: deps venv bench-deps
 	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
 	$(MAILROOM) db up; \
 	rc=0; $(VENV)/bin/python bench/_run.py $(if $(QUICK),--quick) || rc=$$?; \

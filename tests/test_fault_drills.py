@@ -25,6 +25,7 @@ prints one `drill ...` line of figures (shown with pytest -s).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -304,6 +305,11 @@ def test_drill_postgres_crash_mid_drain(throwaway):
 
 # 3 ---------------------------------------------------------------------------------------------
 
+def smtp_state_changes(log: str) -> list[str]:
+    """The runner's smtp.down / smtp.up lines, in order, as 'down' / 'up'."""
+    return re.findall(r" smtp\.(down|up)\b", log)
+
+
 def test_drill_smtp_server_down_mid_drain(db_url, conn):
     total, down_for = scale(1_000, 10_000), scale(3.0, 30.0)
     runners, concurrency = 4, 4
@@ -329,10 +335,21 @@ def test_drill_smtp_server_down_mid_drain(db_url, conn):
     assert "failed" not in during, during
     assert statuses(conn) == {"sent": total}, "0 failed"
     figures = judge(conn, received)
-    # One line per state change, not one per probe or per mail. (A runner whose
-    # probe backoff had not yet come round when the others finished may still be down.)
-    assert [log.count("smtp.down") for log in logs] == [1] * runners, logs
-    assert all(log.count("smtp.up") <= 1 for log in logs) and any("smtp.up" in log for log in logs), logs
+    # One line per state change, not one per probe or per mail: what is
+    # guaranteed is that every runner (all were sending) logged the outage,
+    # that its downs and ups alternate, and that some runner saw it back. (A
+    # runner whose probe backoff had not come round when the others finished
+    # may still be down.) A second down after an up is a real second outage as
+    # that runner saw it — on a loaded machine a connect to the new sink can
+    # time out, or a probe can reach the old one while it closes — so the
+    # count of downs is not fixed: v0.3.0's drill asserted exactly one each
+    # and failed with [3, 1, 1, 1].
+    for log in logs:
+        changes = smtp_state_changes(log)
+        assert changes[:1] == ["down"], log
+        assert all(a != b for a, b in zip(changes, changes[1:])), changes  # down, up, down, ...
+    assert any("up" in smtp_state_changes(log) for log in logs), logs
+    assert sum(log.count("smtp.down") for log in logs) <= 100, "one line per state change, not per probe"
     ledger = outcomes(conn)
     retried = ledger["retry"] + ledger["ambiguous"]
     # Only sends in flight when it went down fail, and each thread's next one (its connect is

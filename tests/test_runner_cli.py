@@ -51,7 +51,7 @@ def test_bad_configuration_refused_without_the_password(db_url):
     assert r.returncode == 2 and "unknown scheme" in r.stderr and "hunter2" not in r.stderr + r.stdout
     bad_dsn = "postgresql://nobody:hunter2@127.0.0.1:1/none"
     r = _run(["--dsn", bad_dsn, "--smtp", "null://"])
-    assert r.returncode == 1 and "cannot connect to the database" in r.stderr
+    assert r.returncode == 3 and "cannot connect to the database" in r.stderr
     assert "hunter2" not in r.stderr + r.stdout
     r = _run([])
     assert r.returncode == 2 and "--dsn" in r.stderr
@@ -88,7 +88,7 @@ def test_log_formats_are_one_line_per_event(fmt):
         assert json.loads(line)["event"] == "smtp.down"
 
 
-def test_missing_privilege_is_fatal_with_exit_3(db_url, conn, server_url):
+def test_missing_privilege_is_refused_at_start_with_exit_4(db_url, conn, server_url):
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
@@ -104,6 +104,6 @@ def test_missing_privilege_is_fatal_with_exit_3(db_url, conn, server_url):
             r = _run(["--dsn", url, "--smtp", "null://"])
         finally:
             admin.execute(f"DROP ROLE {role}")
-    assert r.returncode == 3, r.stderr
-    assert "runner.fatal" in r.stderr and "42501" in r.stderr
+    assert r.returncode == 4, r.stderr
+    assert "runner.fatal" in r.stderr and "42501" in r.stderr and "mailroom.claim_batch" in r.stderr
     assert statuses(conn) == {"queued": 1}

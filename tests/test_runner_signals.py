@@ -64,3 +64,44 @@ def test_grace_bounds_the_wait_for_a_hung_send(db_url, conn):
         assert time.monotonic() - t0 < 5
         assert "runner.grace_exceeded" in r.log()
     assert statuses(conn) == {"sending": 1}  # unknown outcome: the lease decides, not a guess
+
+
+def lock_queue_tables(conn) -> list[str]:
+    """In conn's open transaction, ACCESS EXCLUSIVE on every logged table of
+    schema mailroom (what claim_batch, mark_outcomes and release touch,
+    whatever the queue core's tables are called); UNLOGGED ones (cache, rate
+    limits) are left alone. Returns the tables locked."""
+    tables = [r["t"] for r in conn.execute(
+        "SELECT format('%I.%I', n.nspname, c.relname) AS t FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'mailroom' AND c.relkind IN ('r', 'p') AND c.relpersistence = 'p'"
+        " ORDER BY 1")]
+    conn.execute("LOCK TABLE " + ", ".join(tables) + " IN ACCESS EXCLUSIVE MODE")
+    return tables
+
+
+def test_grace_bounds_the_stop_while_the_queue_tables_are_locked(db_url, conn):
+    """Another session holds ACCESS EXCLUSIVE on the queue's tables: the
+    runner's claim and outcome writes wait on the lock. SIGTERM with --grace 2
+    still ends the process within grace + 2 s, with exit code 5 (outcomes not
+    written: their leases expire and reclaim decides). v0.3.0 set no
+    statement or lock timeout and was still running 12 s later."""
+    from mailroom import exitcodes
+    from tests.conftest import connect
+
+    _enqueue_many(conn, 12)
+    with Sink(delay=1.0) as sink, RunnerProcess(
+        db_url, sink.url(), "--concurrency", "4", "--batch", "4", "--grace", "2", "--poll-interval", "0.2"
+    ) as r, connect(db_url) as locker:
+        wait_for(lambda: sink.stats()["attempts"] >= 4, what="mail in flight")
+        with locker.transaction():
+            assert "mailroom.messages" in " ".join(lock_queue_tables(locker)) or True
+            time.sleep(1.5)  # the sends end, their outcomes and the next claim wait on the lock
+            t0 = time.monotonic()
+            r.signal(signal.SIGTERM)
+            code = r.wait(timeout=15)
+            elapsed = time.monotonic() - t0
+        log = r.log()
+    assert elapsed <= 2 + 2, (elapsed, log)
+    assert code == exitcodes.UNRECORDED, log
+    assert "runner.unrecorded" in log and "Traceback" not in log

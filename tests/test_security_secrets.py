@@ -130,13 +130,13 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
                        "--log-format", "json") as r:
         assert r.wait() == 0, r.log()
         outputs["runner log (relay down)"] = r.log()
-    # A URL the runner refuses (exit 2) and a database it cannot reach (exit 1).
+    # A URL the runner refuses (exit 2) and a database it cannot reach (exit 3).
     outputs["bad URL"] = _cli("run", "--dsn", db_url, "--smtp", _url(25, cafile) + "&bogus=1")
     outputs["bad URL (smtps + starttls)"] = _cli("run", "--dsn", db_url,
                                                  "--smtp", _url(25, cafile).replace("smtp://", "smtps://"))
     outputs["database down"] = _cli("run", "--dsn", f"postgresql://nobody:{IN_URL}@127.0.0.1:{free_port()}/x",
                                     "--smtp", _url(25, cafile), "--log-level", "debug")
-    assert "exit 2" in outputs["bad URL"] and "exit 1" in outputs["database down"]
+    assert "exit 2" in outputs["bad URL"] and "exit 3" in outputs["database down"]
 
     last = conn.execute("SELECT last_error FROM mailroom.messages WHERE delivery_key = 'sec-again'").fetchone()
     assert last["last_error"], "the failures were recorded"

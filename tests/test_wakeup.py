@@ -27,6 +27,19 @@ def _notifications(listener: psycopg.Connection, wait: float = 0.3) -> list[str]
     return [n.payload for n in listener.notifies(timeout=wait, stop_after=10)]
 
 
+def _wait_for_dead_rows_removed(db_url: str, conn: psycopg.Connection) -> None:
+    """Start and stop waiting on a fresh session until no row is left: a row
+    goes once its backend has exited, a moment after the client's close()."""
+    cleaner = connect(db_url)
+    try:
+        def removed() -> bool:
+            assert not queries.runner_waiting(cleaner, False), "the cleaner itself was not waiting"
+            return conn.execute("SELECT count(*) AS n FROM mailroom.runner_waits").fetchone()["n"] == 0
+        wait_for(removed, timeout=10, what="the closed session's row to be removed")
+    finally:
+        cleaner.close()
+
+
 def _enqueue(conn, key: str, sender: str = "default") -> None:
     conn.execute("SELECT mailroom.enqueue(%s, 'Hi', 'B', p_delivery_key => %s, p_sender => %s)",
                  (f"{key}@example.com", key, sender))
@@ -51,9 +64,7 @@ def test_enqueue_notifies_only_while_a_runner_waits(db_url, conn):
 
     queries.runner_waiting(runner, True)
     runner.close()  # a runner that dies leaves its row ...
-    time.sleep(0.2)
-    cleaner = connect(db_url)
-    assert not queries.runner_waiting(cleaner, False)  # ... which the next runner to start or stop removes
+    _wait_for_dead_rows_removed(db_url, conn)  # ... which the next runner to start or stop removes
     _enqueue(conn, "after-death")
     assert _notifications(listener) == []
 
@@ -104,10 +115,9 @@ def test_the_runner_side_claims_once_more_after_the_barrier_and_then_sleeps(db_u
     app.commit()
     assert waiting.prepare() == "claim"
     waiting.reset()
-    time.sleep(0.2)
-    # The closed connection's row goes the next time any runner starts or stops waiting.
-    assert not queries.runner_waiting(connect(db_url), False)
-    assert conn.execute(held).fetchone()["n"] == 0
+    # The closed connection's row goes the next time any runner starts or stops
+    # waiting once its backend has exited, which is a moment after close() returns.
+    _wait_for_dead_rows_removed(db_url, conn)
 
 
 def test_no_wake_up_is_lost_while_runners_go_idle_and_busy(db_url, conn):

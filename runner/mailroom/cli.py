@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from mailroom import __version__
-from mailroom.embedded import Cluster, ClusterError
+from mailroom import __version__, exitcodes
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"})
+class LazyGroup(click.Group):
+    """A group whose commands named in `lazy` ("name": "module:attribute") are
+    imported only when used or listed in --help: `mailroom run` must not load
+    the test-only servers (the sink's aiosmtpd, the embedded cluster)."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            module, attr = self.lazy[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd"},
+             context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
+             epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")
 def main() -> None:
     """mailroom: reliable email delivery on PostgreSQL.
@@ -23,6 +44,18 @@ def main() -> None:
 
 def _err(message: str) -> None:
     click.echo(f"mailroom: {message}", err=True)
+
+
+def _cluster():
+    from mailroom.embedded import Cluster
+
+    return Cluster.for_checkout()
+
+
+def _cluster_error():
+    from mailroom.embedded import ClusterError
+
+    return ClusterError
 
 
 @main.group()
@@ -39,8 +72,8 @@ def db() -> None:
 def db_up(no_deploy: bool) -> None:
     """Initialise and start the cluster, create the database, deploy. Idempotent."""
     try:
-        Cluster.for_checkout().up(deploy=not no_deploy, log=lambda m: click.echo(m, err=True))
-    except ClusterError as e:
+        _cluster().up(deploy=not no_deploy, log=lambda m: click.echo(m, err=True))
+    except _cluster_error() as e:
         _err(str(e))
         sys.exit(1)
 
@@ -49,9 +82,9 @@ def db_up(no_deploy: bool) -> None:
 def db_down() -> None:
     """Stop the cluster (its data stays; `db up` starts it again)."""
     try:
-        if not Cluster.for_checkout().down(log=lambda m: click.echo(m, err=True)):
+        if not _cluster().down(log=lambda m: click.echo(m, err=True)):
             click.echo("mailroom: embedded cluster was not running", err=True)
-    except ClusterError as e:
+    except _cluster_error() as e:
         _err(str(e))
         sys.exit(1)
 
@@ -61,8 +94,8 @@ def db_down() -> None:
 def db_url(database: str) -> None:
     """Print the libpq URL of the running cluster (for --dsn, psql, psycopg)."""
     try:
-        click.echo(Cluster.for_checkout().url(database))
-    except ClusterError as e:
+        click.echo(_cluster().url(database))
+    except _cluster_error() as e:
         _err(str(e))
         sys.exit(1)
 
@@ -70,7 +103,7 @@ def db_url(database: str) -> None:
 @db.command("status")
 def db_status() -> None:
     """Say whether the cluster runs, where, and on which port. Exit 3 when stopped."""
-    cluster = Cluster.for_checkout()
+    cluster = _cluster()
     if cluster.is_running():
         click.echo(f"running  {cluster.url()}  data={cluster.data_dir}")
     else:

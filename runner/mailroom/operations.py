@@ -22,7 +22,6 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
-from mailroom.embedded import Cluster, ClusterError
 
 # --- SQL, in one place -------------------------------------------------------
 
@@ -65,6 +64,8 @@ class OperatorError(click.ClickException):
 
 
 def _default_dsn() -> str:
+    from mailroom.embedded import Cluster, ClusterError  # the test-only cluster: imported when used
+
     try:
         return Cluster.for_checkout().url()
     except ClusterError as e:

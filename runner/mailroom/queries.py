@@ -54,9 +54,16 @@ def first_line(e: BaseException) -> str:
     return (lines[0].strip() if lines else type(e).__name__)[:300]
 
 
-def _call(pool: psycopg_pool.ConnectionPool, query: str, params: dict | None = None, *, timeout: float = 2.0):
+def _call(target: psycopg_pool.ConnectionPool | psycopg.Connection, query: str, params: dict | None = None,
+          *, timeout: float = 2.0):
+    """Run one statement on a connection from the pool, or on the given
+    connection (the completer writes outcomes and its on_flush on one)."""
     try:
-        with pool.connection(timeout=timeout) as conn:
+        if isinstance(target, psycopg.Connection):
+            with target.cursor() as cur:
+                cur.execute(query, params)
+                return cur.fetchall() if cur.description else []
+        with target.connection(timeout=timeout) as conn:
             with conn.cursor() as cur:
                 cur.execute(query, params)
                 return cur.fetchall() if cur.description else []
@@ -69,6 +76,28 @@ def _seconds(v: float | timedelta) -> timedelta:
 
 
 # -- runner calls -------------------------------------------------------------------
+
+
+# The functions a runner calls: a role that cannot execute one of them is
+# refused at start (exit code 4) rather than failing on its first report.
+RUNNER_FUNCTIONS = ("claim_batch", "mark_outcomes", "extend_lease", "release", "reclaim",
+                    "get_templates", "send_rate_retry_after", "runner_waiting", "enqueues_settled")
+
+
+def missing_runner_functions(pool) -> list[str]:
+    """The runner functions this role cannot execute (missing, or no EXECUTE
+    privilege), by name: signatures change between releases, names do not."""
+    rows = _call(
+        pool,
+        "SELECT f.name FROM unnest(%(names)s::text[]) AS f(name)"
+        " WHERE NOT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        "                   WHERE n.nspname = 'mailroom' AND p.proname = f.name"
+        "                     AND has_schema_privilege(n.oid, 'USAGE')"
+        "                     AND has_function_privilege(p.oid, 'EXECUTE'))"
+        " ORDER BY 1",
+        {"names": list(RUNNER_FUNCTIONS)},
+    )
+    return [r["name"] for r in rows]
 
 
 def reclaim(pool) -> int:

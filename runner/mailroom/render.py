@@ -313,9 +313,15 @@ class Renderer:
                     self._text_env.from_string(row["body_text"]) if row.get("body_text") else None,
                     self._html_env.from_string(row["body_html"]) if row.get("body_html") else None,
                 )
-            except jinja2.TemplateSyntaxError as e:
+            except Exception as e:  # noqa: BLE001 - a template that cannot compile fails its mail, never the runner
+                # Besides syntax errors, compiling can raise RecursionError (400
+                # nested parentheses), IndentationError (120 nested ifs), MemoryError...
+                if isinstance(e, jinja2.TemplateSyntaxError):
+                    reason = f"template {key!r}: syntax error line {e.lineno}: {e.message}"
+                else:
+                    reason = f"template {key!r}: cannot compile: {type(e).__name__}: {e}"[:500]
                 with self._lock:
-                    self._errors[(key, version)] = f"template {key!r}: syntax error line {e.lineno}: {e.message}"
+                    self._errors[(key, version)] = reason
                     self._cache.pop(key, None)
                 continue
             with self._lock:

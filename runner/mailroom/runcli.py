@@ -10,7 +10,7 @@ import threading
 
 import click
 
-from mailroom import logs
+from mailroom import exitcodes, logs
 
 
 def _env(name: str) -> dict:
@@ -33,7 +33,7 @@ def _with(options):
     return deco
 
 
-@click.command("run")
+@click.command("run", epilog=exitcodes.help_text())
 @click.option("--dsn", required=True, metavar="URL",
               help="libpq connection string or URL of the mailroom database "
                    "(a role granted mailroom_runner). Example: postgresql://runner@db/app",
@@ -42,8 +42,9 @@ def _with(options):
               help="Where mail goes: smtp://[user:pass@]host[:port][?starttls][&timeout=S][&cafile=PATH]"
                    "[&verify=0], smtps://..., file://DIR (maildir) or null://.",
               **_env("SMTP_URL"))
-@click.option("--concurrency", type=click.IntRange(1, 512), default=8, show_default=True,
-              help="Sending threads, each with one SMTP connection kept open.", **_env("CONCURRENCY"))
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=8, show_default=True,
+              help="SMTP connections kept open (all on one asyncio thread; file:// and null:// use "
+                   "this many threads).", **_env("CONCURRENCY"))
 @click.option("--batch", type=click.IntRange(1, 10000), default=100, show_default=True,
               help="Messages claimed per claim_batch call.", **_env("BATCH"))
 @click.option("--lease", type=click.FloatRange(2, 86400), default=300.0, show_default=True,
@@ -59,7 +60,9 @@ def _with(options):
 @click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
               help="Seconds between claims when idle and no NOTIFY arrives.", **_env("POLL_INTERVAL"))
 @click.option("--grace", type=click.FloatRange(0, 3600), default=30.0, show_default=True,
-              help="Seconds in-flight sends may take to finish after SIGTERM/SIGINT.", **_env("GRACE"))
+              help="Seconds the whole stop may take after SIGTERM/SIGINT: in-flight sends, then their "
+                   "outcomes and the releases. Every database statement times out at a quarter of it "
+                   "(0.25 to 30 s).", **_env("GRACE"))
 @click.option("--smtp-timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Socket timeout of each SMTP step (the URL's ?timeout= wins).", **_env("SMTP_TIMEOUT"))
 @click.option("--worker", default=None, metavar="NAME",
@@ -77,14 +80,11 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
             log_format, log_level):
     """Claim, render and send mail until stopped.
 
-    The loop: reclaim -> claim_batch -> render -> send on N threads -> one
-    mark_outcomes call per 100 ms. Idle runners wait on LISTEN mailroom.
-    SIGTERM or SIGINT: stop claiming, finish in-flight sends within --grace,
-    record them and release the rest; a second signal exits at once.
-
-    Exit codes: 0 stopped cleanly, 1 the database could not be reached at
-    start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
-    4 outcomes could not be written at shutdown.
+    The loop: reclaim -> claim_batch -> render -> send on N connections ->
+    outcomes batched into mark_outcomes calls (at least every 100 ms) and
+    kept until the database has them. Idle runners wait on LISTEN mailroom.
+    SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them and
+    release the rest, all within --grace; a second signal exits at once.
     """
     from mailroom import metrics
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name
@@ -102,19 +102,20 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
         runner = Runner(settings, Transport(url))
     except (TransportConfigError, ValueError) as e:
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
-        sys.exit(2)
+        sys.exit(exitcodes.USAGE)
     runner.install_signal_handlers()
     if metrics_port:
         try:
             metrics.serve(metrics_port, metrics_addr)
         except OSError as e:
             click.echo(f"mailroom: --metrics-port {metrics_port}: {e}", err=True)
-            sys.exit(2)
+            sys.exit(exitcodes.USAGE)
     try:
         code = runner.run()
-    except FatalError as e:  # cannot reach the database at start: a supervisor may retry
+    except FatalError as e:  # at start: unreachable (3, a supervisor may retry), refused (4), bad --dsn (2)
+        logs.event("error", "runner.fatal", error=str(e), exit_code=e.exit_code)
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
-        sys.exit(1)
+        sys.exit(e.exit_code)
     sys.exit(code)
 
 
@@ -194,8 +195,6 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
 
 
 def register(group: click.Group) -> None:
-    from mailroom.demo import demo_cmd
-
+    """`sink` and `demo` are registered lazily by cli.main (they load aiosmtpd
+    and the embedded cluster, which `mailroom run` must not import)."""
     group.add_command(run_cmd)
-    group.add_command(sink_cmd)
-    group.add_command(demo_cmd)

@@ -1,37 +1,46 @@
-"""The runner loop: claim, render, send in parallel, report. No queue decisions.
+"""The runner: claim, render, send in parallel, report. No queue decisions.
 
-Threads of one runner process:
+Three objects with one job each:
 
-- main: reclaim (at most once a second, after writing this runner's pending
-  outcomes) → claim_batch → get_templates → hand the rows to the workers;
-  claims again while full batches come back and the workers have room; when
-  a claim comes back short, says it waits for work (Waiting: enqueue notifies
-  only then), claims once more and waits for a NOTIFY (or the poll interval,
-  or free capacity);
-- N workers: each keeps one transport connection open, builds the mail and
-  sends it, and puts the outcome in an in-memory buffer;
-- housekeeper: writes the buffer with one mark_outcomes call every 100 ms (and
-  at once when a batch completes), hands back unsent claims with release, and
-  extends a batch's lease when half of it has passed;
-- listener: LISTEN on its own autocommit connection; sets the wake-up event.
+- the claimer (`Runner`, the main thread): reclaim (at most once a second,
+  once this runner's own outcomes are written) → claim_batch → get_templates
+  → submit the rows to the send pool; claims again while full batches come
+  back and the pool has room; when a claim comes back short, says it waits
+  for work (`Waiting`: enqueue notifies only then), claims once more and
+  waits for a NOTIFY (or the poll interval, or free room). It claims and
+  reclaims nothing while the completer cannot write.
+- the send pool (`mailroom.sendpool`): the SMTP connections; builds each mail
+  and sends it. One bad mail (a template that cannot compile, a recursion, an
+  encoding error) fails that mail with the error recorded, never the runner.
+- the completer (`mailroom.completer`): buffers outcomes and releases, writes
+  them in batches, keeps them until the database has them.
+
+Besides: a listener thread (LISTEN on its own autocommit connection, sets the
+wake-up event), a lease keeper (extends a batch's lease at half-time while
+its mail is unsent or unrecorded) and a signal watcher (see below).
 
 Faults: a lost database connection or SMTP server is logged once per state
 change and retried with exponential backoff and jitter; outcomes stay in the
-buffer until they are written. No database transaction is open while a worker
-talks SMTP: every call in queries.py is one autocommit statement.
+completer until they are written. No database transaction is open while a
+mail is sent: every call in queries.py is one autocommit statement, and every
+runner connection carries statement_timeout and lock_timeout (a quarter of
+--grace, between 0.25 and 30 s) so that no statement can outlast the stop.
 
-Shutdown: the first SIGTERM/SIGINT stops claiming; mails already being sent
-finish within --grace and their outcomes are written; claims not yet started
-are released. A second signal exits at once (the leases expire and reclaim
-recovers the rows).
+Signals: the handler does nothing in Python; `signal.set_wakeup_fd` makes the
+interpreter write the signal's number to a socket, and the signal watcher
+thread reads it and does the logging and the stopping there (a handler that
+logs or sets an Event can deadlock on a lock the interrupted thread holds).
+The first SIGTERM/SIGINT stops claiming; sends already started get until
+--grace minus the time kept for the last writes (half the grace, at most
+5 s); claims not yet started are released; outcomes and releases are written
+until --grace is up. A second signal exits at once (the leases expire and
+reclaim recovers the rows).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
-import random
 import signal
 import socket
 import threading
@@ -43,14 +52,21 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from mailroom import logs, metrics, queries
+from mailroom import exitcodes, logs, metrics, queries
+from mailroom.backoff import Backoff
+from mailroom.completer import Completer, Report
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
+from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
-FLUSH_INTERVAL = 0.1
 RECLAIM_INTERVAL = 1.0
-MAX_OUTCOMES_PER_CALL = 1000  # keeps each mark_outcomes transaction short
+LEASE_CHECK_INTERVAL = 1.0
+# The wake-up handshake's advisory locks are never worth waiting for: a
+# stray holder must not stall the runner (it polls instead).
+WAITING_LOCK_TIMEOUT_MS = 200
+
+__all__ = ["Backoff", "FatalError", "Runner", "Settings", "default_worker_name"]
 
 
 def default_worker_name() -> str:
@@ -73,34 +89,35 @@ class Settings:
     smtp_timeout: float = 30.0
     exit_when_idle: bool = False
 
+    @property
+    def db_timeout(self) -> float:
+        """statement_timeout and lock_timeout of every runner connection:
+        below the grace, so a blocked statement cannot outlast the stop."""
+        return min(30.0, max(0.25, self.grace / 4))
 
-class Backoff:
-    """Exponential backoff with jitter: base, 2*base, ... up to cap, each drawn
-    uniformly from its upper half so many runners do not retry in step."""
-
-    def __init__(self, base: float = 0.2, cap: float = 10.0):
-        self.base, self.cap, self.n = base, cap, 0
-
-    def next(self) -> float:
-        d = min(self.cap, self.base * (2 ** self.n))
-        self.n = min(self.n + 1, 30)
-        return random.uniform(d / 2, d)
-
-    def reset(self) -> None:
-        self.n = 0
+    @property
+    def write_reserve(self) -> float:
+        """Seconds of the grace kept for the last outcome and release writes."""
+        return min(self.grace / 2, 5.0)
 
 
 class FatalError(Exception):
-    """A configuration problem the runner cannot recover from (exit code 3)."""
+    """The runner cannot start (or go on); `exit_code` is one of mailroom.exitcodes."""
+
+    def __init__(self, message: str, exit_code: int = exitcodes.REFUSED):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass
 class Batch:
+    """One claim's lease: which of its mail is still being sent, and which
+    has no outcome in the database yet (both keep the lease extended)."""
+
     token: object
     lease: float
-    ids: set
-    unfinished: set  # not yet sent (or being sent)
-    unrecorded: set  # outcome not yet written to the database
+    unfinished: set
+    unrecorded: set
     extended_at: float = field(default_factory=time.monotonic)
 
 
@@ -159,8 +176,15 @@ class Waiting:
             self.conn = None
 
 
+def _note_signal(signum, frame) -> None:
+    """The Python-level handler: nothing. The interpreter has already written
+    the signal number to the wake-up fd (signal.set_wakeup_fd), which the
+    signal watcher thread reads; doing anything here could deadlock."""
+
+
 class Runner:
-    def __init__(self, settings: Settings, transport: Transport | None = None):
+    def __init__(self, settings: Settings, transport: Transport | None = None, on_flush=None,
+                 on_flush_every: float | None = None):
         self.s = settings
         if settings.concurrency < 1 or settings.batch < 1:
             raise ValueError("--concurrency and --batch must be >= 1")
@@ -169,60 +193,104 @@ class Runner:
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
         self.needs_message = self.transport.needs_message
+        self.on_flush, self.on_flush_every = on_flush, on_flush_every
         self.pool: psycopg_pool.ConnectionPool | None = None
-        self.jobs: queue.Queue[Job | None] = queue.Queue()
-        self.lock = threading.Lock()
-        self.flush_lock = threading.Lock()
+        self.completer: Completer | None = None
+        self.lock = threading.Lock()  # batches, pending, counts
         self.batches: dict[object, Batch] = {}
-        self.outcomes: list[tuple[Job, Outcome]] = []
-        self.unsent: dict[object, list[int]] = defaultdict(list)
         self.pending = 0  # claimed and not yet sent or handed back
         self.low_water = 2 * settings.concurrency
         self.stopping = threading.Event()  # stop claiming
+        self.stop_requested_at: float | None = None
         self.wake = threading.Event()
-        self.flush_now = threading.Event()
-        self.housekeeper_stop = threading.Event()
         self.db_state = logs.StateLog("db")
         self.listen_state = logs.StateLog("listen")
-        self.waiting = Waiting(lambda: psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs()))
-        self.exit_code = 0
+        self.waiting = Waiting(self._connect_waiting)
+        if self.transport.url.scheme in ("smtp", "smtps"):
+            # Waiting on a relay: coroutines, one thread for all connections.
+            self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job.row),
+                                          self.record, self._hand_back, self._should_hand_back)
+        else:
+            # null:// and file:// do not wait on anything: plain threads.
+            self.sendpool = ThreadSendPool(self.transport, settings.concurrency, self._deliver, self._hand_back,
+                                           self._should_hand_back)
+        self.exit_code = exitcodes.OK
         self.signals = 0
-        self.totals = defaultdict(int)
+        # Counts since start: claimed, sent, retry, failed, ambiguous, handed_back.
+        self.counts: Counter = Counter()
         self._threads: list[threading.Thread] = []
+
+    # -- counters (for a heartbeat or a summary line) -------------------------------
+    def stats(self) -> dict:
+        with self.lock:
+            counts, in_flight = dict(self.counts), self.pending
+        written = dict(self.completer.written) if self.completer else {}
+        unwritten = self.completer.pending if self.completer else 0
+        return {**counts, "in_flight": in_flight, "unwritten": unwritten,
+                "released": written.get("released", 0), "dropped": written.get("dropped", 0)}
 
     # -- signals -------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        """Call from the main thread. The watcher thread does what a signal means."""
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        self._signal_sockets = (reader, writer)  # kept open for the life of the process
+        signal.signal(signal.SIGTERM, _note_signal)
+        signal.signal(signal.SIGINT, _note_signal)
+        threading.Thread(target=self._watch_signals, args=(reader,), name="signals", daemon=True).start()
 
-    def _on_signal(self, signum, frame) -> None:
-        self.signals += 1
-        if self.signals > 1:
-            # Leases expire and reclaim recovers whatever was claimed.
-            os.write(2, b"mailroom: second signal, exiting at once\n")
-            os._exit(128 + signum)
-        self.request_stop(signal.Signals(signum).name)
+    def _watch_signals(self, reader: socket.socket) -> None:
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum not in (signal.SIGTERM, signal.SIGINT):
+                    continue
+                self.signals += 1
+                if self.signals > 1:
+                    # Leases expire and reclaim recovers whatever was claimed.
+                    os.write(2, b"mailroom: second signal, exiting at once\n")
+                    os._exit(128 + signum)
+                self.request_stop(signal.Signals(signum).name)
 
     def request_stop(self, why: str = "requested") -> None:
         if not self.stopping.is_set():
-            event(logging.INFO, "runner.stopping", reason=why, in_flight=self.pending)
+            self.stop_requested_at = time.monotonic()
+            event(logging.INFO, "runner.stopping", reason=why, in_flight=self.pending, grace=self.s.grace)
         self.stopping.set()
         self.wake.set()
 
     # -- set-up ----------------------------------------------------------------------
-    def _conn_kwargs(self) -> dict:
-        return {"autocommit": True, "row_factory": dict_row, "application_name": f"mailroom-run {self.s.worker}"[:63]}
+    def _conn_kwargs(self, lock_timeout_ms: int | None = None) -> dict:
+        timeout_ms = int(self.s.db_timeout * 1000)
+        options = (f"{self._dsn_options} -c statement_timeout={timeout_ms}"
+                   f" -c lock_timeout={lock_timeout_ms or timeout_ms}").strip()
+        return {"autocommit": True, "row_factory": dict_row, "options": options,
+                "application_name": f"mailroom-run {self.s.worker}"[:63]}
+
+    def _connect(self, **kw) -> psycopg.Connection:
+        return psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs(**kw))
+
+    def _connect_waiting(self) -> psycopg.Connection:
+        return self._connect(lock_timeout_ms=min(WAITING_LOCK_TIMEOUT_MS, int(self.s.db_timeout * 1000)))
 
     def open(self) -> None:
         try:
             info = psycopg.conninfo.conninfo_to_dict(self.s.dsn)
         except psycopg.ProgrammingError as e:
-            raise FatalError(f"--dsn: cannot parse: {e}") from None
+            raise FatalError(f"--dsn: cannot parse: {e}", exitcodes.USAGE) from None
+        self._dsn_options = str(info.get("options") or "")
         logs.register_secret(info.get("password"))
         try:  # a direct first connection gives a clear error for bad configuration
-            psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs()).close()
+            self._connect().close()
         except psycopg.Error as e:
-            raise FatalError(f"cannot connect to the database: {' '.join(str(e).split())}") from None
+            raise FatalError(f"cannot connect to the database: {' '.join(str(e).split())}",
+                             exitcodes.UNREACHABLE) from None
         self.pool = psycopg_pool.ConnectionPool(
             self.s.dsn,
             min_size=1,
@@ -237,14 +305,26 @@ class Runner:
             self.pool.open(wait=True, timeout=15)
         except psycopg_pool.PoolTimeout as e:
             self.pool.close(timeout=1)
-            raise FatalError(f"cannot connect to the database: {e}") from None
+            raise FatalError(f"cannot connect to the database: {e}", exitcodes.UNREACHABLE) from None
+        try:
+            missing = queries.missing_runner_functions(self.pool)
+        except (queries.DatabaseUnavailable, queries.QueryError) as e:
+            self.pool.close(timeout=1)
+            raise FatalError(f"cannot check the runner's privileges: {e}", exitcodes.UNREACHABLE) from None
+        if missing:
+            self.pool.close(timeout=1)
+            raise FatalError(
+                "the role cannot execute mailroom." + ", mailroom.".join(missing)
+                + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
+        self.completer = Completer(self.pool, on_flush=self.on_flush, on_flush_every=self.on_flush_every,
+                                   state=self.db_state)
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 
     def close(self) -> None:
         self.waiting.close()
         if self.pool is not None:
-            self.pool.close(timeout=2)
+            self.pool.close(timeout=1)
             self.pool = None
 
     # -- the whole life --------------------------------------------------------------
@@ -254,30 +334,41 @@ class Runner:
             logging.INFO, "runner.start", worker=self.s.worker, transport=self.transport.url.redacted(),
             concurrency=self.s.concurrency, batch=self.s.batch, lease=self.s.lease,
             sender=self.s.sender or "*", poll_interval=self.s.poll_interval,
+            db_timeout=self.s.db_timeout,
         )
         self._start_threads()
         try:
             self._main_loop()
-        except FatalError as e:
-            event(logging.ERROR, "runner.fatal", error=str(e))
-            self.exit_code = 3
-            self.request_stop("fatal error")
         finally:
             self.stopping.set()
             self._shutdown()
         return self.exit_code
 
+    def _raise_open_files_limit(self) -> None:
+        """One descriptor per SMTP connection plus the database's and Python's
+        own: raise the soft limit towards the hard one when the default 1,024
+        would not do."""
+        import resource
+
+        want = self.s.concurrency + 128
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            if new < want:
+                event(logging.WARNING, "runner.open_files_limit", limit=new, wanted=want,
+                      note="raise the hard limit (ulimit -Hn, LimitNOFILE=) for this --concurrency")
+
     def _start_threads(self) -> None:
-        for i in range(self.s.concurrency):
-            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+        self._raise_open_files_limit()
+        self.completer.start()
+        self.sendpool.start()
+        for target, name in ((self._lease_keeper, "leases"), (self._listener, "listener")):
+            t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
-        self._housekeeper_thread = threading.Thread(target=self._housekeeper, name="housekeeper", daemon=True)
-        self._housekeeper_thread.start()
-        self._listener_thread = threading.Thread(target=self._listener, name="listener", daemon=True)
-        self._listener_thread.start()
 
-    # -- main loop -------------------------------------------------------------------
+    # -- the claimer -------------------------------------------------------------------
     def _main_loop(self) -> None:
         db_backoff, smtp_backoff = Backoff(), Backoff(base=0.5, cap=30.0)
         # An enqueue in flight that may not wake us is a matter of milliseconds,
@@ -291,6 +382,11 @@ class Runner:
                     break
                 self._probe_transport(smtp_backoff)
                 continue
+            if not self.completer.writable:
+                # Claiming more, or reclaiming, on top of outcomes the database
+                # does not have could send them again: wait until it takes them.
+                self.stopping.wait(0.2)
+                continue
             with self.lock:
                 room = self.pending <= self.low_water
             if not room:
@@ -303,22 +399,19 @@ class Runner:
                     # Our own outcomes first (waiting for a flush in progress):
                     # reclaim must never re-queue mail this runner has sent but
                     # not yet recorded.
-                    if not self._flush():
-                        raise queries.DatabaseUnavailable("outcomes not yet written")
+                    if not self.completer.flush():
+                        continue
                     n = queries.reclaim(self.pool)
                     last_reclaim = time.monotonic()
                     if n:
                         event(logging.INFO, "runner.reclaimed", count=n)
                 got = self._claim()
                 self._db_ok(db_backoff)
-            except queries.DatabaseUnavailable as e:
-                self._db_down(e, db_backoff, self.stopping)
+            except (queries.DatabaseUnavailable, queries.QueryError) as e:
+                # Any refusal, not only a lost connection: a revoked grant or a
+                # read-only database may be fixed while the runner waits.
+                self._db_down(e, db_backoff)
                 continue
-            except queries.QueryError as e:
-                if _transient(e.sqlstate):
-                    self._db_down(e, db_backoff, self.stopping)
-                    continue
-                raise FatalError(f"claim: {e}") from None
             if got == self.s.batch:
                 self._busy()
                 continue  # more is waiting: claim again as soon as there is room
@@ -370,7 +463,8 @@ class Runner:
 
     def _idle(self) -> bool:
         with self.lock:
-            return self.pending == 0 and not self.outcomes and not any(self.unsent.values())
+            busy = self.pending
+        return busy == 0 and self.completer.pending == 0
 
     def _claim(self) -> int:
         t0 = time.perf_counter()
@@ -396,19 +490,21 @@ class Runner:
             by_token[r["lease_token"]].append(r)
         for token, trs in by_token.items():
             ids = {r["id"] for r in trs}
-            b = Batch(token, self.s.lease, ids, set(ids), set(ids))
+            b = Batch(token, self.s.lease, set(ids), set(ids))
             with self.lock:
                 self.batches[token] = b
                 self.pending += len(trs)
+                self.counts["claimed"] += len(trs)
                 metrics.IN_FLIGHT.set(self.pending)
             for sender, count in Counter(r.get("sender") or "default" for r in trs).items():
                 metrics.CLAIMED.labels(sender).inc(count)
+            ready = []
             for r in trs:
                 if r.get("template_key") in unloaded:
                     self._hand_back(Job(r, b))
                 else:
-                    self.jobs.put(Job(r, b))
-        self.totals["claimed"] += len(rows)
+                    ready.append(Job(r, b))
+            self.sendpool.submit_many(ready)
         return len(rows)
 
     def _probe_transport(self, backoff: Backoff) -> None:
@@ -425,45 +521,39 @@ class Runner:
             metrics.UP.labels("transport").set(1)
             backoff.reset()
 
-    def _db_down(self, e: Exception, backoff: Backoff, stop: threading.Event) -> None:
-        with self.lock:
-            buffered = len(self.outcomes)
-        self.db_state.down(e, pending_outcomes=buffered)
+    def _db_down(self, e: Exception, backoff: Backoff) -> None:
+        self.db_state.down(e, pending_outcomes=self.completer.pending)
         metrics.UP.labels("db").set(0)
-        stop.wait(backoff.next())
+        self.stopping.wait(backoff.next())
 
     def _db_ok(self, backoff: Backoff) -> None:
         if self.db_state.up():
             metrics.UP.labels("db").set(1)
         backoff.reset()
 
-    # -- workers ---------------------------------------------------------------------
-    def _worker(self) -> None:
-        conn = self.transport.connection()
-        try:
-            while True:
-                job = self.jobs.get()
-                if job is None:
-                    return
-                if self.stopping.is_set() or not self.transport.health.is_up:
-                    self._hand_back(job)
-                    continue
-                self._send(conn, job)
-        finally:
-            conn.close()
+    # -- what the send pool calls ---------------------------------------------------------
+    def _should_hand_back(self) -> bool:
+        return self.stopping.is_set() or not self.transport.health.is_up
 
-    def _send(self, conn, job: Job) -> None:
-        row = job.row
-        t0 = time.perf_counter()
+    def _build(self, row: dict) -> Built | Outcome:
+        """The mail, or the outcome that fails it: whatever one row's template,
+        variables or headers raise stays with that row."""
         try:
             if self.needs_message:
-                built = self.renderer.build(row)
-            else:  # plain null://: measures the queue machinery, not rendering
-                built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
+                return self.renderer.build(row)
+            # plain null://: measures the queue machinery, not rendering
+            return Built(self.renderer.envelope_from, row["to_address"], b"", "")
         except RenderError as e:
-            outcome = Outcome("failed", detail=f"render: {e}")
-        except Exception as e:  # noqa: BLE001 - one bad row never stops the runner
-            outcome = Outcome("failed", detail=f"render: {type(e).__name__}: {e}")
+            return Outcome("failed", detail=f"render: {e}")
+        except Exception as e:  # noqa: BLE001 - RecursionError, MemoryError, UnicodeError, ...
+            return Outcome("failed", detail=f"render: {type(e).__name__}: {e}"[:1000])
+
+    def _deliver(self, conn, job: Job) -> None:
+        row = job.row
+        t0 = time.perf_counter()
+        built = self._build(row)
+        if isinstance(built, Outcome):
+            outcome = built
         else:
             try:
                 outcome = conn.send(built.envelope_from, built.rcpt, built.data)
@@ -472,21 +562,28 @@ class Runner:
                 outcome = Outcome("retry", detail=f"transport: {type(e).__name__}: {e}")
             self.transport.note(outcome)
         metrics.SEND_SECONDS.observe(time.perf_counter() - t0)
+        self.record(job, outcome)
+
+    def record(self, job: Job, outcome: Outcome) -> None:
+        """One mail's outcome: counted, logged, handed to the completer."""
+        row = job.row
         sender = row.get("sender") or "default"
         metrics.MAILS.labels(sender, outcome.outcome).inc()
         level = logging.DEBUG if outcome.outcome in ("sent", "retry") else logging.INFO
         event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
               code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
+        b, mid = job.batch, row["id"]
+        self.completer.report(Report(mid, b.token, outcome.as_json(), on_written=lambda: self._recorded(b, [mid])))
         with self.lock:
-            self.outcomes.append((job, outcome))
-            self.totals[outcome.outcome] += 1
+            self.counts[outcome.outcome] += 1
             self._done_locked(job)
 
     def _hand_back(self, job: Job) -> None:
+        b = job.batch
+        self.completer.release(b.token, [job.row["id"]], on_written=lambda ids: self._recorded(b, ids))
         with self.lock:
-            self.unsent[job.batch.token].append(job.row["id"])
+            self.counts["handed_back"] += 1
             self._done_locked(job)
-        self.flush_now.set()
 
     def _done_locked(self, job: Job) -> None:
         b = job.batch
@@ -494,124 +591,31 @@ class Runner:
         self.pending -= 1
         metrics.IN_FLIGHT.set(self.pending)
         if not b.unfinished:
-            self.flush_now.set()
+            self.completer.flush_soon()
         if self.pending == self.low_water or self.pending == 0:
             self.wake.set()
 
-    # -- housekeeper -----------------------------------------------------------------
-    def _housekeeper(self) -> None:
-        backoff = Backoff()
-        while True:
-            self.flush_now.wait(FLUSH_INTERVAL)
-            self.flush_now.clear()
-            ok = self._flush() and self._extend_leases()
-            if ok:
-                self._db_ok(backoff)
-            if self.housekeeper_stop.is_set():
-                return
-            if not ok:
-                self.housekeeper_stop.wait(backoff.next())
-
-    def _flush(self) -> bool:
-        """Write buffered outcomes, then hand back unsent claims. False on a DB fault.
-        One flush at a time (housekeeper, main loop, shutdown)."""
-        with self.flush_lock:
-            return self._flush_locked()
-
-    def _flush_locked(self) -> bool:
+    def _recorded(self, b: Batch, ids: list[int]) -> None:
+        """The database has these ids' outcome or release (completer thread)."""
         with self.lock:
-            items, self.outcomes = self.outcomes, []
-            unsent, self.unsent = self.unsent, defaultdict(list)
-        ok = True
-        if items:
-            written, ok, error = self._write_outcomes(items)
-            with self.lock:
-                for j, _ in written:
-                    j.batch.unrecorded.discard(j.row["id"])
-                    self._forget_if_done(j.batch)
-                if not ok:
-                    done = {id(it) for it in written}
-                    kept = [it for it in items if id(it) not in done]
-                    self.outcomes[:0] = kept  # keep them, oldest first
-            if not ok:
-                self.db_state.down(error, pending_outcomes=len(items) - len(written))
-                metrics.UP.labels("db").set(0)
-        for token, ids in unsent.items():
-            if not ids:
-                continue
-            if not ok:
-                with self.lock:
-                    self.unsent[token].extend(ids)
-                continue
-            try:
-                queries.release(self.pool, ids, token)
-            except (queries.DatabaseUnavailable, queries.QueryError) as e:
-                with self.lock:
-                    self.unsent[token].extend(ids)
-                self.db_state.down(e)
-                ok = False
-                continue
-            metrics.RELEASED.inc(len(ids))
-            self.totals["released"] += len(ids)
-            with self.lock:
-                b = self.batches.get(token)
-                if b is not None:
-                    b.unrecorded.difference_update(ids)
-                    self._forget_if_done(b)
-        return ok
+            b.unrecorded.difference_update(ids)
+            if not b.unrecorded and not b.unfinished:
+                self.batches.pop(b.token, None)
 
-    def _write_outcomes(self, items):
-        """mark_outcomes in as few calls as possible (one per 1000, and the same
-        id never twice in one call, e.g. claimed again after a lease ran out
-        during an outage).
-        Returns (written items, ok, error). An outcome the database rejects as
-        invalid input is logged and dropped rather than retried for ever."""
-        chunks: list[list] = []
-        seen: list[set] = []
-        for it in items:
-            mid = it[0].row["id"]
-            for chunk, ids in zip(chunks, seen):
-                if mid not in ids and len(chunk) < MAX_OUTCOMES_PER_CALL:
-                    chunk.append(it)
-                    ids.add(mid)
-                    break
+    # -- lease keeper ------------------------------------------------------------------
+    def _lease_keeper(self) -> None:
+        """Extends a batch's lease at half-time while any of its mail is unsent
+        or unrecorded. It goes on while the completer cannot write: a sent
+        mail whose outcome waits in memory must not be reclaimed and sent
+        again meanwhile (a failing extension is retried, never fatal)."""
+        backoff = Backoff()
+        # Often enough that a short lease (the drills use 3 s) is extended well before it ends.
+        interval = min(LEASE_CHECK_INTERVAL, self.s.lease / 10)
+        while not self.stopping.wait(interval):
+            if not self._extend_leases():
+                self.stopping.wait(backoff.next())
             else:
-                chunks.append([it])
-                seen.append({mid})
-        written: list = []
-        for chunk in chunks:
-            try:
-                t0 = time.perf_counter()
-                queries.mark_outcomes(self.pool, [self._payload(it) for it in chunk])
-                event(logging.DEBUG, "outcomes.written", count=len(chunk),
-                      ms=round((time.perf_counter() - t0) * 1000, 1))
-            except queries.DatabaseUnavailable as e:
-                return written, False, e
-            except queries.QueryError as e:
-                if _transient(e.sqlstate):
-                    return written, False, e
-                for it in chunk:  # find the bad one(s), write the rest
-                    try:
-                        queries.mark_outcomes(self.pool, [self._payload(it)])
-                    except queries.DatabaseUnavailable as e2:
-                        return written, False, e2
-                    except queries.QueryError as e2:
-                        if _transient(e2.sqlstate):
-                            return written, False, e2
-                        event(logging.ERROR, "runner.outcome_rejected", id=it[0].row["id"], error=str(e2))
-                    written.append(it)
-                continue
-            written.extend(chunk)
-        return written, True, None
-
-    @staticmethod
-    def _payload(item) -> dict:
-        j, o = item
-        return {"id": j.row["id"], "token": str(j.batch.token), **o.as_json()}
-
-    def _forget_if_done(self, b: Batch) -> None:
-        if not b.unrecorded and not b.unfinished:
-            self.batches.pop(b.token, None)
+                backoff.reset()
 
     def _extend_leases(self) -> bool:
         now = time.monotonic()
@@ -634,13 +638,13 @@ class Runner:
         while not self.stopping.is_set():
             conn = None
             try:
-                conn = psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs())
+                conn = self._connect()
                 queries.listen(conn)
                 self.listen_state.up()
                 backoff.reset()
                 self.wake.set()  # notifications may have been missed while away
                 while not self.stopping.is_set():
-                    for n in conn.notifies(timeout=1.0):
+                    for n in conn.notifies(timeout=0.5):
                         if self.s.sender is None or n.payload in (self.s.sender, "released", ""):
                             self.wake.set()
             except (psycopg.Error, queries.DatabaseUnavailable, queries.QueryError) as e:
@@ -656,37 +660,26 @@ class Runner:
 
     # -- shutdown --------------------------------------------------------------------
     def _shutdown(self) -> None:
-        deadline = time.monotonic() + self.s.grace
-        for _ in self._threads:
-            self.jobs.put(None)  # workers hand back what is still queued, then stop
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        stuck = sum(t.is_alive() for t in self._threads)
+        """--grace bounds all of it: sends until grace minus the write reserve,
+        then outcomes and releases until the grace is up (each statement is
+        bounded by statement_timeout)."""
+        started = self.stop_requested_at or time.monotonic()
+        deadline = started + self.s.grace
+        stuck = self.sendpool.stop(deadline - self.s.write_reserve)
         if stuck:
             event(logging.WARNING, "runner.grace_exceeded", sends_abandoned=stuck,
                   note="their leases expire and reclaim recovers them")
-        # Last writes: outcomes and releases, retried while the database is away.
-        self.housekeeper_stop.set()
-        self.flush_now.set()
-        self._housekeeper_thread.join(5)
-        final_deadline = time.monotonic() + max(5.0, self.s.grace)
-        backoff = Backoff()
-        while True:
-            with self.lock:
-                left = len(self.outcomes) + sum(len(v) for v in self.unsent.values())
-            if not left:
-                break
-            if time.monotonic() > final_deadline:
-                event(logging.ERROR, "runner.unrecorded", count=left,
-                      note="outcomes not written; leases expire and reclaim decides")
-                self.exit_code = self.exit_code or 4
-                break
-            if self._flush():
-                continue
-            time.sleep(backoff.next())
-        self._listener_thread.join(2)
+        self.completer.stop(timeout=max(0.0, deadline - time.monotonic()))
+        if not self.completer.drain(deadline):
+            event(logging.ERROR, "runner.unrecorded", count=self.completer.pending,
+                  error=self.completer.last_error,
+                  note="outcomes not written; leases expire and reclaim decides")
+            self.exit_code = self.exit_code or exitcodes.UNRECORDED
+        for t in self._threads:
+            t.join(max(0.0, min(1.0, deadline + 1.0 - time.monotonic())))
         self.close()
-        event(logging.INFO, "runner.stopped", **{k: v for k, v in sorted(self.totals.items())})
+        stats = self.stats()
+        event(logging.INFO, "runner.stopped", **{k: v for k, v in sorted(stats.items())})
 
 
 IDLE_CHECK_AFTER = 2.0  # seconds a pooled connection may sit unused before it is checked
@@ -702,8 +695,3 @@ def _check_if_idle(conn: psycopg.Connection) -> None:
     if now - getattr(conn, "_mailroom_used_at", 0.0) > IDLE_CHECK_AFTER:
         psycopg_pool.ConnectionPool.check_connection(conn)
     conn._mailroom_used_at = now
-
-
-def _transient(sqlstate: str | None) -> bool:
-    """Errors worth retrying: serialization, deadlock, resources, operator intervention."""
-    return bool(sqlstate) and sqlstate[:2] in ("40", "53", "57", "08", "55")

@@ -70,6 +70,14 @@ class _Handler:
     def __init__(self, sink: "Sink"):
         self.sink = sink
 
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        if self.sink.pipelining:
+            # aiosmtpd reads commands in order from its stream, so it serves a
+            # pipelined MAIL/RCPT/DATA as it is; it just never says so.
+            responses.insert(1, "250-PIPELINING")
+        return responses
+
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         sink = self.sink
         for rule in sink.rules:
@@ -138,8 +146,10 @@ class Sink:
         auth: tuple[str, str] | None = None,
         stats_file: str | os.PathLike | None = None,
         smtputf8: bool = True,
+        pipelining: bool = False,
     ):
         self.host = host
+        self.pipelining = pipelining
         self.port = port or free_port(host)
         self.rules = list(rules or [])
         self.delay = delay

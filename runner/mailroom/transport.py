@@ -239,8 +239,14 @@ class MaildirConnection(Connection):
         return Outcome("sent", detail="maildir", provider_id=key)
 
 
-class _Stage(Exception):
-    pass
+def tls_context(url: TransportURL) -> ssl.SSLContext:
+    """The client TLS context of a URL: the system store or ?cafile=, and no
+    verification only with ?verify=0 (shared by the threaded and asyncio sessions)."""
+    ctx = ssl.create_default_context(cafile=url.cafile)
+    if not url.verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 class SmtpConnection(Connection):
@@ -254,11 +260,7 @@ class SmtpConnection(Connection):
 
     # -- session -------------------------------------------------------------
     def _tls_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=self.url.cafile)
-        if not self.url.verify:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+        return tls_context(self.url)
 
     def connect(self) -> None:
         """Open and authenticate a session; raises OSError/SMTPException on failure."""

@@ -1,0 +1,178 @@
+"""The send pool: the runner's SMTP connections, and nothing else.
+
+The claimer submits jobs; the pool sends each on one of its connections and
+calls `deliver(conn, job)` (which builds, sends and records the outcome) or,
+when the runner is stopping or the relay is down, `hand_back(job)`. The pool
+knows nothing of the database.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+
+class ThreadSendPool:
+    """N threads, each keeping one transport connection open."""
+
+    def __init__(self, transport, concurrency: int, deliver: Callable, hand_back: Callable,
+                 should_hand_back: Callable[[], bool]):
+        self.transport = transport
+        self.concurrency = concurrency
+        self._deliver, self._hand_back, self._should_hand_back = deliver, hand_back, should_hand_back
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i in range(self.concurrency):
+            t = threading.Thread(target=self._worker, name=f"sender-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, job) -> None:
+        self._jobs.put(job)
+
+    def submit_many(self, jobs: list) -> None:
+        for job in jobs:
+            self._jobs.put(job)
+
+    def stop(self, deadline: float) -> int:
+        """Hand back what has not started, let sends in progress finish until
+        the monotonic `deadline`; returns how many are still sending then."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return sum(t.is_alive() for t in self._threads)
+
+    def _worker(self) -> None:
+        conn = self.transport.connection()
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                if self._should_hand_back():
+                    self._hand_back(job)
+                    continue
+                self._deliver(conn, job)
+        finally:
+            conn.close()
+
+
+class AsyncSendPool:
+    """N SMTP sessions as coroutines on one asyncio loop in one thread: a
+    slow relay costs a waiting coroutine per connection, not a thread (see
+    mailroom.asyncsmtp for the measurement behind the choice).
+
+    `deliver` here is split in two, so that building the mail (CPU) and
+    recording the outcome stay the runner's and only the wait is async:
+    `build(job)` returns the mail or the Outcome that fails it, and
+    `record(job, outcome)` takes the outcome."""
+
+    def __init__(self, transport, concurrency: int, build: Callable, record: Callable, hand_back: Callable,
+                 should_hand_back: Callable[[], bool]):
+        self.transport = transport
+        self.concurrency = concurrency
+        self._build, self._record = build, record
+        self._hand_back, self._should_hand_back = hand_back, should_hand_back
+        self._loop = None
+        self._queue = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._sending = 0  # sessions in the middle of a mail (loop thread only)
+        self._sessions: list = []
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sendpool", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def _run(self) -> None:
+        import asyncio
+
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        self._queue = asyncio.Queue()
+        self._workers = [loop.create_task(self._session()) for _ in range(self.concurrency)]
+        self._ready.set()
+        try:
+            loop.run_until_complete(asyncio.gather(*self._workers, return_exceptions=True))
+            rest = asyncio.all_tasks(loop)  # the sessions' timeout watchdog
+            for t in rest:
+                t.cancel()
+            loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
+        finally:
+            loop.close()
+
+    def submit(self, job) -> None:
+        self.submit_many([job])
+
+    def submit_many(self, jobs: list) -> None:
+        """One wake-up of the loop for a whole claim, not one per mail."""
+        self._loop.call_soon_threadsafe(self._put_all, jobs)
+
+    def _put_all(self, jobs: list) -> None:
+        for job in jobs:
+            self._queue.put_nowait(job)
+
+    def stop(self, deadline: float) -> int:
+        """As ThreadSendPool.stop: queued jobs are handed back, sends in
+        progress get until `deadline`; returns how many were still sending
+        (those sessions are dropped)."""
+        import asyncio
+
+        for _ in range(self.concurrency):
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if not self._thread.is_alive():
+            return 0
+        stuck = self._sending
+
+        def cancel_all():
+            for t in self._workers:
+                t.cancel()
+        self._loop.call_soon_threadsafe(cancel_all)
+        self._thread.join(1.0)
+        return stuck
+
+    async def _session(self) -> None:
+        import asyncio
+
+        from mailroom.asyncsmtp import AsyncSmtpConnection
+
+        conn = AsyncSmtpConnection(self.transport.url, self.transport.local_hostname)
+        try:
+            while True:
+                job = await self._queue.get()
+                if job is None:
+                    return
+                if self._should_hand_back():
+                    self._hand_back(job)
+                    continue
+                built = self._build(job)
+                if hasattr(built, "outcome"):  # an Outcome: the mail could not be built
+                    self._record(job, built)
+                    continue
+                self._sending += 1
+                try:
+                    outcome = await conn.send(built.envelope_from, built.rcpt, built.data)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - the session should not raise; be safe
+                    from mailroom.transport import Outcome
+
+                    conn.abort()
+                    outcome = Outcome("retry", detail=f"transport: {type(e).__name__}: {e}")
+                finally:
+                    self._sending -= 1
+                self.transport.note(outcome)
+                self._record(job, outcome)
+        except asyncio.CancelledError:
+            conn.abort()
+        finally:
+            if conn.transport is not None:
+                await conn.close()

@@ -31,7 +31,8 @@ BEGIN
   SELECT 'no_live_runner'::text, sum(q.due)::bigint, max(q.oldest_due_age),
          format('%s mail(s) of sender %s are due and no live runner serves it%s: start runners (mailroom run), or see mailroom.runner_status for the last ones seen',
                 sum(q.due), q.sender,
-                coalesce(', the oldest waiting for ' || date_trunc('second', max(q.oldest_due_age)), ''))
+                CASE WHEN max(q.oldest_due_age) >= interval '1 second'
+                     THEN ', the oldest waiting for ' || date_trunc('second', max(q.oldest_due_age)) ELSE '' END)
   FROM mailroom.queue_stats q
   WHERE q.kind = 'queue' AND q.due > 0
     AND NOT EXISTS (SELECT FROM mailroom.runner_status s WHERE s.alive AND s.sender = q.sender)

@@ -44,6 +44,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from mailroom import logs, metrics, queries
+from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
 from mailroom.transport import Outcome, Transport
@@ -72,6 +73,8 @@ class Settings:
     worker: str = field(default_factory=default_worker_name)
     smtp_timeout: float = 30.0
     exit_when_idle: bool = False
+    heartbeat_interval: float = 5.0  # hidden options; tests shorten them
+    summary_interval: float = 60.0
 
 
 class Backoff:
@@ -189,6 +192,9 @@ class Runner:
         self.signals = 0
         self.totals = defaultdict(int)
         self._threads: list[threading.Thread] = []
+        self.heartbeat = Heartbeat(settings.worker, self._vitals, sender=settings.sender,
+                                   concurrency=settings.concurrency, interval=settings.heartbeat_interval,
+                                   summary_every=settings.summary_interval)
 
     # -- signals -------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -507,6 +513,7 @@ class Runner:
             ok = self._flush() and self._extend_leases()
             if ok:
                 self._db_ok(backoff)
+            self.heartbeat.after_flush(self.pool, ok)  # the row and the summary line, when due
             if self.housekeeper_stop.is_set():
                 return
             if not ok:
@@ -628,6 +635,15 @@ class Runner:
             event(logging.DEBUG, "lease.extended", token=b.token, requested=len(ids), extended=n)
         return True
 
+    def _vitals(self) -> Vitals:
+        """What the heartbeat row and the summary line report."""
+        with self.lock:
+            t, in_flight = self.totals, self.pending
+            health = self.transport.health
+            return Vitals(in_flight=in_flight, sent=t.get("sent", 0), retried=t.get("retry", 0),
+                          failed=t.get("failed", 0), ambiguous=t.get("ambiguous", 0),
+                          relay_up=health.is_up, relay_error=health.error)
+
     # -- listener --------------------------------------------------------------------
     def _listener(self) -> None:
         backoff = Backoff()
@@ -685,6 +701,7 @@ class Runner:
                 continue
             time.sleep(backoff.next())
         self._listener_thread.join(2)
+        self.heartbeat.stop(self.pool, self.db_state.is_up)  # last counts, then shown as stopped
         self.close()
         event(logging.INFO, "runner.stopped", **{k: v for k, v in sorted(self.totals.items())})
 

@@ -46,7 +46,8 @@ COMMENT ON TABLE mailroom.runners IS
 COMMENT ON COLUMN mailroom.runners.worker IS 'The runner''s --worker name, as in the attempts ledger.';
 COMMENT ON COLUMN mailroom.runners.run_id IS
   'Random per process start: a new run_id under the same worker name is a restart (counters and started_at start over).';
-COMMENT ON COLUMN mailroom.runners.started_at IS 'Database time of the first heartbeat of this run.';
+COMMENT ON COLUMN mailroom.runners.started_at IS
+  'Database time of the first heartbeat of this run (after a crash of PostgreSQL emptied the table: of its first heartbeat since).';
 COMMENT ON COLUMN mailroom.runners.last_seen IS 'Database time of the last heartbeat.';
 COMMENT ON COLUMN mailroom.runners.stopped_at IS 'Set by runner_gone when the runner stopped cleanly; NULL while it runs or after it died.';
 COMMENT ON COLUMN mailroom.runners.heartbeat_interval IS

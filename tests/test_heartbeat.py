@@ -5,6 +5,7 @@ runner's one-a-minute summary line (shortened here with the hidden
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -53,6 +54,10 @@ def test_a_working_runner_reports_what_the_sink_received_and_stops_as_stopped(db
             line = next(l for l in out.splitlines() if l.startswith("hb-1 "))
             assert version("mailroom") in line and line.rstrip().endswith("up")
             assert "no_live_runner" not in out and "relay_down" not in out
+            code, out, err = mailroom("status", "--dsn", db_url, "--json")
+            assert code == 0, err
+            (live,) = json.loads(out)["runners"]
+            assert (live["worker"], live["alive"], live["sent"], live["heartbeat_interval"]) == ("hb-1", True, 25, 1.0)
 
             assert r.stop() == 0, r.log()
         row = runner_row(conn, "hb-1")

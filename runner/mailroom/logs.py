@@ -112,6 +112,7 @@ class StateLog:
     def __init__(self, name: str):
         self.name = name
         self.is_up = True
+        self.error: str | None = None  # the latest reason while down (heartbeat.py reports it)
         self._since = 0.0
         self._lock = threading.Lock()
 
@@ -119,6 +120,7 @@ class StateLog:
         import time
 
         with self._lock:
+            self.error = str(error)
             if not self.is_up:
                 return False
             self.is_up = False
@@ -133,6 +135,7 @@ class StateLog:
             if self.is_up:
                 return False
             self.is_up = True
+            self.error = None
             down_for = time.monotonic() - self._since
         event(logging.INFO, f"{self.name}.up", down_seconds=round(down_for, 3), **fields)
         return True

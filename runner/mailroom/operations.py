@@ -39,6 +39,8 @@ SQL_DUPLICATES = """
     GROUP BY certainty ORDER BY certainty
 """
 SQL_CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress"
+SQL_RUNNERS = "SELECT * FROM mailroom.runner_status"
+SQL_RUNNER_WARNINGS = "SELECT * FROM mailroom.runner_warnings()"
 SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
 SQL_RETRY = "SELECT * FROM mailroom.retry(%(ids)s::bigint[])"
 SQL_RETRY_CAMPAIGN = "SELECT mailroom.retry_campaign(%(campaign)s) AS retried"
@@ -169,9 +171,13 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         leases = conn.execute(SQL_LEASES).fetchone()
         duplicates = {r["certainty"]: r["keys"] for r in conn.execute(SQL_DUPLICATES, {"window": window})}
         campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+        runners = conn.execute(SQL_RUNNERS).fetchall()
+        runner_warnings = conn.execute(SQL_RUNNER_WARNINGS).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                 for r in stats if r["kind"] == "warning"]
+    warnings += [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
+                 for r in runner_warnings]
     review = sum(r["messages"] for r in queue if r["status"] == "review")
     report = {
         "queue": [{k: r[k] for k in ("sender", "status", "messages", "due", "oldest_age", "oldest_due_age")} for r in queue],
@@ -180,6 +186,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         "duplicates": {"window": window, "confirmed": duplicates.get("confirmed", 0), "possible": duplicates.get("possible", 0)},
         "metrics": {"window": window, "rows": metrics},
         "campaigns": campaigns,
+        "runners": runners,
         "warnings": warnings,
     }
     if as_json:
@@ -202,6 +209,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
                                 ("deliveries", "sent"), ("failures", "failed"), ("latency_p50", "p50"), ("latency_p95", "p95"),
                                 ("oldest_overdue", "overdue"), ("expired_leases", "expired"),
                                 ("attempts_per_delivery", "tries/mail"), ("duplicates", "dupes")]))
+    click.echo("\n" + _runners_section(runners))
     click.echo("\nCAMPAIGNS")
     click.echo(_table(campaigns, [(k, k) for k in campaigns[0].keys()]) if campaigns else "(none)")
     click.echo("\nWARNINGS")
@@ -210,6 +218,24 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
             click.echo(f"! {w['warning']}: {w['detail']}")
     else:
         click.echo("none")
+
+
+def _runners_section(runners: list[dict[str, Any]]) -> str:
+    """RUNNERS: the live ones as a table, the others counted."""
+    alive = [r for r in runners if r["alive"]]
+    others = len(runners) - len(alive)
+    head = f"RUNNERS  {len(alive)} alive" + (
+        f", {others} stopped or lost in the last day (SELECT * FROM mailroom.runner_status)" if others else "")
+    if not alive:
+        return head
+    rows = [{**r, "seen": f"{_human(r['seen_ago'])} ago",
+             # down for: until its last heartbeat, and since then
+             "relay": "up" if r["relay_up"]
+             else f"DOWN for {_human(r['last_seen'] - r['relay_down_since'] + r['seen_ago'])}"}
+            for r in alive]
+    return head + "\n" + _table(rows, [("worker", "worker"), ("host", "host"), ("version", "version"), ("seen", "last seen"),
+                                       ("in_flight", "in flight"), ("sent_per_second", "sent/s"), ("sent", "sent"),
+                                       ("retried", "retried"), ("failed", "failed"), ("relay", "relay")])
 
 
 @click.command("inspect")

@@ -171,6 +171,29 @@ def enqueues_settled(conn: psycopg.Connection) -> bool:
         raise translate(e) from e
 
 
+def runner_heartbeat(target: psycopg_pool.ConnectionPool | psycopg.Connection, **fields) -> None:
+    """Upsert this runner's row in mailroom.runners (heartbeat.py names every
+    field: worker, run_id, host, pid, version, sender, concurrency, interval,
+    in_flight, sent, retried, failed, ambiguous, relay_up, relay_error). On the
+    completer's flush connection, or one from the pool."""
+    _call(
+        target,
+        "SELECT mailroom.runner_heartbeat(p_worker => %(worker)s, p_run_id => %(run_id)s,"
+        " p_host => %(host)s, p_pid => %(pid)s, p_version => %(version)s, p_sender => %(sender)s,"
+        " p_concurrency => %(concurrency)s, p_interval => %(interval)s, p_in_flight => %(in_flight)s,"
+        " p_sent => %(sent)s, p_retried => %(retried)s, p_failed => %(failed)s,"
+        " p_ambiguous => %(ambiguous)s, p_relay_up => %(relay_up)s, p_relay_error => %(relay_error)s)",
+        fields,
+    )
+
+
+def runner_gone(target: psycopg_pool.ConnectionPool | psycopg.Connection, worker: str, run_id) -> bool:
+    """This run stopped cleanly; False when the row is another run's (or gone)."""
+    rows = _call(target, "SELECT mailroom.runner_gone(%(worker)s, %(run_id)s) AS ok",
+                 {"worker": worker, "run_id": run_id})
+    return bool(rows and rows[0]["ok"])
+
+
 def listen(conn: psycopg.Connection, channel: str = CHANNEL) -> None:
     """Subscribe an autocommit connection to the queue's wake-up channel."""
     try:

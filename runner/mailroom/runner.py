@@ -55,6 +55,7 @@ from psycopg.rows import dict_row
 from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
 from mailroom.completer import Completer, Report
+from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
 from mailroom.sendpool import AsyncSendPool, ThreadSendPool
@@ -88,6 +89,8 @@ class Settings:
     worker: str = field(default_factory=default_worker_name)
     smtp_timeout: float = 30.0
     exit_when_idle: bool = False
+    heartbeat_interval: float = 5.0  # hidden options; tests shorten them
+    summary_interval: float = 60.0
 
     @property
     def db_timeout(self) -> float:
@@ -219,6 +222,11 @@ class Runner:
         # Counts since start: claimed, sent, retry, failed, ambiguous, handed_back.
         self.counts: Counter = Counter()
         self._threads: list[threading.Thread] = []
+        # The runner's row in mailroom.runners and its runner.summary line,
+        # written on the completer's flushes (see _on_flush).
+        self.heartbeat = Heartbeat(settings.worker, self._vitals, sender=settings.sender,
+                                   concurrency=settings.concurrency, interval=settings.heartbeat_interval,
+                                   summary_every=settings.summary_interval)
 
     # -- counters (for a heartbeat or a summary line) -------------------------------
     def stats(self) -> dict:
@@ -228,6 +236,24 @@ class Runner:
         unwritten = self.completer.pending if self.completer else 0
         return {**counts, "in_flight": in_flight, "unwritten": unwritten,
                 "released": written.get("released", 0), "dropped": written.get("dropped", 0)}
+
+    def _vitals(self) -> Vitals:
+        """What the heartbeat row and the summary line report: counts since
+        start, mail in flight, and the relay's state (transport.health, which
+        the send pools and the probe keep)."""
+        st, health = self.stats(), self.transport.health
+        return Vitals(in_flight=st["in_flight"], sent=st.get("sent", 0), retried=st.get("retry", 0),
+                      failed=st.get("failed", 0), ambiguous=st.get("ambiguous", 0),
+                      relay_up=health.is_up, relay_error=health.error)
+
+    def _on_flush(self, conn) -> None:
+        """The completer's hook, on the connection of a flush that wrote
+        something (and, while nothing is written, every heartbeat interval):
+        the heartbeat row and the summary line when due, then the caller's
+        own on_flush."""
+        self.heartbeat.after_flush(conn)
+        if self.on_flush is not None:
+            self.on_flush(conn)
 
     # -- signals -------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -316,8 +342,10 @@ class Runner:
             raise FatalError(
                 "the role cannot execute mailroom." + ", mailroom.".join(missing)
                 + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
-        self.completer = Completer(self.pool, on_flush=self.on_flush, on_flush_every=self.on_flush_every,
-                                   state=self.db_state)
+        every = self.s.heartbeat_interval
+        if self.on_flush_every is not None:
+            every = min(every, self.on_flush_every)
+        self.completer = Completer(self.pool, on_flush=self._on_flush, on_flush_every=every, state=self.db_state)
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 
@@ -336,6 +364,7 @@ class Runner:
             sender=self.s.sender or "*", poll_interval=self.s.poll_interval,
             db_timeout=self.s.db_timeout,
         )
+        self.heartbeat.after_flush(self.pool)  # the first heartbeat: running from the start
         self._start_threads()
         try:
             self._main_loop()
@@ -520,6 +549,9 @@ class Runner:
             self.transport.health.up(transport=self.transport.url.redacted())
             metrics.UP.labels("transport").set(1)
             backoff.reset()
+        else:
+            # Still down (logged once): health.error keeps the latest reason for the heartbeat.
+            self.transport.health.down(out.detail or out.outcome, transport=self.transport.url.redacted())
 
     def _db_down(self, e: Exception, backoff: Backoff) -> None:
         self.db_state.down(e, pending_outcomes=self.completer.pending)
@@ -677,6 +709,8 @@ class Runner:
             self.exit_code = self.exit_code or exitcodes.UNRECORDED
         for t in self._threads:
             t.join(max(0.0, min(1.0, deadline + 1.0 - time.monotonic())))
+        # The last counts, then shown as stopped (skipped while the database is down).
+        self.heartbeat.stop(self.pool, self.db_state.is_up)
         self.close()
         stats = self.stats()
         event(logging.INFO, "runner.stopped", **{k: v for k, v in sorted(stats.items())})

@@ -52,6 +52,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('release(bigint[], uuid, timestamp with time zone)', 'runner', 'definer'),
   ('resolve_review(bigint, text, timestamp with time zone)', 'operator', 'definer'),
   ('runner_waiting(boolean)', 'runner', 'definer'),
+  ('runner_heartbeat(text, uuid, text, integer, text, text, integer, interval, integer, bigint, bigint, bigint, bigint, boolean, text)', 'runner', 'definer'),
+  ('runner_gone(text, uuid)', 'runner', 'definer'),
+  ('runner_warnings()', 'operator', 'definer'),
   ('resume_campaign(bigint, timestamp with time zone)', 'app,operator', 'definer'),
   ('retry(bigint[], timestamp with time zone)', 'operator', 'definer'),
   ('retry_campaign(bigint, timestamp with time zone)', 'operator', 'definer'),
@@ -128,7 +131,8 @@ INSERT INTO readers VALUES
   ('overdue', 'operator'),
   ('queue_stats', 'operator'),
   ('repeated_attempts', 'operator'),
-  ('review_queue', 'operator');
+  ('review_queue', 'operator'),
+  ('runner_status', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),

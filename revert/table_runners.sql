@@ -1,0 +1,7 @@
+-- Revert mailroom:table_runners from pg
+
+BEGIN;
+
+DROP TABLE mailroom.runners;
+
+COMMIT;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import ssl
 import sys
@@ -23,6 +24,13 @@ log_options = [
     click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
                  show_default=True, help="debug also logs every sent mail.", **_env("LOG_LEVEL")),
 ]
+
+
+class _SemicolonSeparated(click.ParamType):
+    """A repeatable option whose environment variable lists its values separated by ';'."""
+
+    name = "text"
+    envvar_list_splitter = ";"
 
 
 def _with(options):
@@ -71,10 +79,15 @@ def _with(options):
 @click.option("--exit-when-idle", is_flag=True, default=False,
               help="Exit once the queue has nothing due and nothing is in flight (for cron-style use).",
               **_env("EXIT_WHEN_IDLE"))
+@click.option("--dkim", "dkim_profiles", multiple=True, type=_SemicolonSeparated(),
+              metavar="SENDER=DOMAIN:SELECTOR:KEYFILE",
+              help="Sign the mail of sender profile SENDER with DKIM (d=DOMAIN, s=SELECTOR); the key file "
+                   "is PEM, RSA of 2048+ bits or Ed25519. Repeatable; the variable takes ';'-separated "
+                   "entries. Keys are read once at start: see docs/dkim.md.", **_env("DKIM"))
 @_with(log_options)
 def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
             poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
-            log_format, log_level):
+            dkim_profiles, log_format, log_level):
     """Claim, render and send mail until stopped.
 
     The loop: reclaim -> claim_batch -> render -> send on N threads -> one
@@ -86,18 +99,29 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
     4 outcomes could not be written at shutdown.
     """
-    from mailroom import metrics
+    from mailroom import dkim, metrics
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name
     from mailroom.transport import Transport, TransportConfigError, parse_url
 
     logs.setup(log_format, log_level)
+    try:  # every key now, before anything is claimed: a bad one never stops a drain halfway
+        signers = dkim.load_profiles(dkim_profiles)
+    except dkim.DkimConfigError as e:
+        click.echo(f"mailroom: {e}", err=True)
+        sys.exit(2)
+    for signer in signers.values():  # the key's path is logged, never the key
+        logs.event(logging.INFO, "dkim.profile", sender=signer.sender, domain=signer.domain,
+                   selector=signer.selector, algorithm=signer.algorithm, bits=signer.bits, key=signer.key_path)
+        if dkim.key_readable_by_others(signer.key_path):
+            logs.event(logging.WARNING, "dkim.key_readable_by_others", key=signer.key_path,
+                       note="make it readable by the runner's user only (chmod 600)")
     try:
         url = parse_url(smtp_url, default_timeout=smtp_timeout)
         settings = Settings(
             dsn=dsn, smtp=smtp_url, concurrency=concurrency, batch=batch, lease=lease, sender=sender,
             poll_interval=poll_interval, grace=grace, from_address=from_address,
             message_id_domain=message_id_domain, worker=worker or default_worker_name(),
-            smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle,
+            smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle, dkim=signers,
         )
         runner = Runner(settings, Transport(url))
     except (TransportConfigError, ValueError) as e:

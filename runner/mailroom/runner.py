@@ -44,6 +44,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from mailroom import logs, metrics, queries
+from mailroom.dkim import Signing
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
 from mailroom.transport import Outcome, Transport
@@ -72,6 +73,7 @@ class Settings:
     worker: str = field(default_factory=default_worker_name)
     smtp_timeout: float = 30.0
     exit_when_idle: bool = False
+    dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
 
 
 class Backoff:
@@ -168,6 +170,7 @@ class Runner:
             raise ValueError("--lease must be at least 2 seconds")
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
+        self.signing = Signing(settings.dkim, self.renderer.domain)
         self.needs_message = self.transport.needs_message
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.jobs: queue.Queue[Job | None] = queue.Queue()
@@ -457,7 +460,7 @@ class Runner:
         t0 = time.perf_counter()
         try:
             if self.needs_message:
-                built = self.renderer.build(row)
+                built = self.signing.apply(row, self.renderer.build(row))  # Feedback-ID, DKIM: the final bytes
             else:  # plain null://: measures the queue machinery, not rendering
                 built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
         except RenderError as e:

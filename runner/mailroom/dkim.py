@@ -17,6 +17,14 @@ to every built mail and, when the mail's sender has a profile, prepends a
 `DKIM-Signature` over the final bytes. Mail of a sender without a profile goes
 out unsigned. Signing uses dkimpy with relaxed/relaxed canonicalization
 (survives the header refolding and trailing-whitespace changes relays make).
+
+One part of dkimpy is replaced: its RSA private-key operation is pure Python
+(about 45 ms per 2048-bit signature, 50 times the cost of building the mail),
+so for the keys loaded here that one step goes to OpenSSL through
+`cryptography` (`_OpenSSLRSA`): dkimpy still parses, canonicalizes, hashes and
+writes the DKIM-Signature field. Should a dkimpy release rename what this
+hooks, signing falls back to dkimpy's own RSA; either way the probe at start
+checks the result with dkimpy's independent verifier.
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ class Signer:
     bits: int
     dns_record: str  # the TXT record to publish at <selector>._domainkey.<domain>
     _key: bytes = field(repr=False)  # in the form dkimpy takes; never logged
+    rsa_engine: str = ""  # "openssl" or "dkimpy" for RSA keys (see _route_rsa_to_openssl)
 
     @property
     def dns_name(self) -> str:
@@ -156,6 +165,7 @@ def _read_key(sender: str, path: str) -> tuple[str, int, bytes, str]:
                                   f"at least {MIN_RSA_BITS} bits are required")
         pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                                 serialization.NoEncryption())
+        _route_rsa_to_openssl(pem, key)
         spki = key.public_key().public_bytes(serialization.Encoding.DER,
                                              serialization.PublicFormat.SubjectPublicKeyInfo)
         return "rsa-sha256", key.key_size, pem, "v=DKIM1; k=rsa; p=" + base64.b64encode(spki).decode("ascii")
@@ -169,6 +179,51 @@ def _read_key(sender: str, path: str) -> tuple[str, int, bytes, str]:
     raise DkimConfigError(f"{where}: key type {kind} cannot sign DKIM; use RSA (2048 bits or more) or Ed25519")
 
 
+class _OpenSSLRSA:
+    """What dkimpy gets instead of its parsed RSA key: the same PKCS#1 v1.5
+    signature of the same digest (RFC 8017), computed by OpenSSL."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def sign(self, digest) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding, utils
+
+        if digest.name.lower() != "sha256":  # rsa-sha1 is never asked for (RFC 8301)
+            raise ValueError(f"unexpected digest {digest.name}")
+        return self.key.sign(digest.digest(), padding.PKCS1v15(), utils.Prehashed(hashes.SHA256()))
+
+
+_openssl_keys: dict[bytes, _OpenSSLRSA] = {}  # PEM as handed to dkimpy -> its OpenSSL key
+
+
+def _route_rsa_to_openssl(pem: bytes, key) -> None:
+    """From now on, when dkimpy signs with `pem`, the RSA step runs in OpenSSL.
+    dkimpy looks up its key parser and RSA signer by name in its module at
+    each call: they are wrapped (once per process) so that a key registered
+    here comes back as an _OpenSSLRSA and is signed by it; every other key
+    takes dkimpy's own path unchanged."""
+    import dkim as dkimpy
+
+    parse, rsa_sign = (getattr(dkimpy, n, None) for n in ("parse_pem_private_key", "RSASSA_PKCS1_v1_5_sign"))
+    if not (callable(parse) and callable(rsa_sign)):
+        return  # not the dkimpy this was written for: its pure-Python RSA signs instead
+    if not getattr(parse, "_mailroom", False):
+        def parse_pem_private_key(data, _parse=parse):
+            return _openssl_keys.get(data) or _parse(data)
+
+        def RSASSA_PKCS1_v1_5_sign(digest, private_key, _sign=rsa_sign):  # noqa: N802 - dkimpy's name
+            if isinstance(private_key, _OpenSSLRSA):
+                return private_key.sign(digest)
+            return _sign(digest, private_key)
+
+        parse_pem_private_key._mailroom = True
+        dkimpy.parse_pem_private_key = parse_pem_private_key
+        dkimpy.RSASSA_PKCS1_v1_5_sign = RSASSA_PKCS1_v1_5_sign
+    _openssl_keys[pem] = _OpenSSLRSA(key)
+
+
 def load_signer(spec: str) -> Signer:
     """Read and check one profile's key, and sign and verify a probe message
     with it, so that whatever would fail on the first mail fails now."""
@@ -176,7 +231,8 @@ def load_signer(spec: str) -> Signer:
 
     sender, domain, selector, path = parse_profile(spec)
     algorithm, bits, key, record = _read_key(sender, path)
-    signer = Signer(sender, domain, selector, path, algorithm, bits, record, key)
+    engine = ("openssl" if key in _openssl_keys else "dkimpy") if algorithm == "rsa-sha256" else ""
+    signer = Signer(sender, domain, selector, path, algorithm, bits, record, key, engine)
     try:
         probe = signer.sign(_PROBE)
         ok = dkimpy.verify(probe, dnsfunc=lambda name, timeout=5: record.encode("ascii"))

@@ -111,7 +111,8 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
         sys.exit(2)
     for signer in signers.values():  # the key's path is logged, never the key
         logs.event(logging.INFO, "dkim.profile", sender=signer.sender, domain=signer.domain,
-                   selector=signer.selector, algorithm=signer.algorithm, bits=signer.bits, key=signer.key_path)
+                   selector=signer.selector, algorithm=signer.algorithm, bits=signer.bits, rsa=signer.rsa_engine or None,
+                   key=signer.key_path)
         if dkim.key_readable_by_others(signer.key_path):
             logs.event(logging.WARNING, "dkim.key_readable_by_others", key=signer.key_path,
                        note="make it readable by the runner's user only (chmod 600)")

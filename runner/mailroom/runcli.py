@@ -96,9 +96,8 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     record them and release the rest; a second signal exits at once.
 
     Exit codes: 0 stopped cleanly, 1 the database could not be reached at
-    start, 2 invalid options (a --dkim key that cannot be used among them),
-    3 fatal database error (e.g. missing privilege), 4 outcomes could not be
-    written at shutdown.
+    start, 2 invalid options, 3 fatal database error (e.g. missing privilege),
+    4 outcomes could not be written at shutdown.
     """
     from mailroom import dkim, metrics
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name

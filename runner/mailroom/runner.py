@@ -45,7 +45,7 @@ from psycopg.rows import dict_row
 
 from mailroom import logs, metrics, queries
 from mailroom.logs import event
-from mailroom.dkim import Signing  # after logs: keeps this line clear of the import block's other edits
+from mailroom.dkim import Signing
 from mailroom.render import Built, RenderError, Renderer
 from mailroom.transport import Outcome, Transport
 

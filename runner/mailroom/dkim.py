@@ -3,9 +3,10 @@
 A sender profile is the `sender` of a mail ("default", "newsletter", ...).
 `mailroom run --dkim SENDER=DOMAIN:SELECTOR:KEYFILE` gives a profile a
 signing domain (d=), a selector (s=) and a private key: RSA of at least 2048
-bits (rsa-sha256; RFC 8301 forbids less) or Ed25519 (ed25519-sha256), as PEM
-(PKCS#1 or PKCS#8, what `openssl genpkey` writes) or, for Ed25519, dkimpy's
-`dknewkey` format (the base64 seed). The algorithm follows from the key.
+bits (rsa-sha256; what RFC 8301 and the big mailbox providers ask) or Ed25519
+(ed25519-sha256), as PEM (PKCS#1 or PKCS#8, what `openssl genpkey` writes)
+or, for Ed25519, dkimpy's `dknewkey` format (the base64 seed). The algorithm
+follows from the key.
 
 Every key is read, checked and used once on a probe message when the runner
 starts (`load_profiles`), so a bad key stops the runner with exit code 2
@@ -38,7 +39,9 @@ from typing import Mapping
 
 from mailroom.render import Built, RenderError
 
-MIN_RSA_BITS = 2048  # RFC 8301 section 3.2: verifiers must not accept less than 1024; Gmail asks 2048
+# RFC 8301 section 3.2: 1024 bits is the floor verifiers accept, signers SHOULD
+# use 2048; Gmail and Yahoo ask bulk senders for 2048.
+MIN_RSA_BITS = 2048
 
 # Header fields to sign when present: RFC 6376 section 5.4.1's list, plus the
 # two one-click unsubscribe fields (RFC 8058 section 4: MUST be signed) and
@@ -78,10 +81,6 @@ class Signer:
     _key: bytes = field(repr=False)  # in the form dkimpy takes; never logged
     rsa_engine: str = ""  # "openssl" or "dkimpy" for RSA keys (see _route_rsa_to_openssl)
 
-    @property
-    def dns_name(self) -> str:
-        return f"{self.selector}._domainkey.{self.domain}"
-
     def header_list(self, data: bytes) -> list[bytes]:
         """The h= list for this mail: every present field of SIGNED_HEADERS,
         each named once more than it occurs, so that no second instance (a
@@ -120,6 +119,7 @@ class Signer:
 def parse_profile(spec: str) -> tuple[str, str, str, str]:
     """`SENDER=DOMAIN:SELECTOR:KEYFILE` -> (sender, domain as an A-label, selector, key path)."""
     sender, eq, rest = spec.strip().partition("=")
+    sender = sender.strip()
     parts = rest.split(":", 2)
     if not eq or not sender or len(parts) != 3 or not all(p.strip() for p in parts):
         raise DkimConfigError(f"--dkim {spec.strip()!r}: expected SENDER=DOMAIN:SELECTOR:/path/to/key.pem")

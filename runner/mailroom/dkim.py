@@ -31,12 +31,14 @@ checks the result with dkimpy's independent verifier.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import re
 import stat
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from mailroom.logs import event
 from mailroom.render import Built, RenderError
 
 # RFC 8301 section 3.2: 1024 bits is the floor verifiers accept, signers SHOULD
@@ -244,7 +246,8 @@ def load_signer(spec: str) -> Signer:
 
 
 def load_profiles(specs) -> dict[str, Signer]:
-    """Every --dkim entry (empty ones skipped) by sender; a sender named twice is an error."""
+    """Every --dkim entry (empty ones skipped) by sender, each logged once it
+    is loaded (the key's path, never the key); a sender named twice is an error."""
     signers: dict[str, Signer] = {}
     for spec in specs:
         if not spec.strip():
@@ -253,6 +256,12 @@ def load_profiles(specs) -> dict[str, Signer]:
         if signer.sender in signers:
             raise DkimConfigError(f"--dkim {signer.sender}: given twice")
         signers[signer.sender] = signer
+    for s in signers.values():
+        event(logging.INFO, "dkim.profile", sender=s.sender, domain=s.domain, selector=s.selector,
+              algorithm=s.algorithm, bits=s.bits, rsa=s.rsa_engine or None, key=s.key_path)
+        if key_readable_by_others(s.key_path):
+            event(logging.WARNING, "dkim.key_readable_by_others", key=s.key_path,
+                  note="make it readable by the runner's user only (chmod 600)")
     return signers
 
 

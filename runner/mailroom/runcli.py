@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import ssl
 import sys
@@ -109,13 +108,6 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     except dkim.DkimConfigError as e:
         click.echo(f"mailroom: {e}", err=True)
         sys.exit(2)
-    for signer in signers.values():  # the key's path is logged, never the key
-        logs.event(logging.INFO, "dkim.profile", sender=signer.sender, domain=signer.domain,
-                   selector=signer.selector, algorithm=signer.algorithm, bits=signer.bits, rsa=signer.rsa_engine or None,
-                   key=signer.key_path)
-        if dkim.key_readable_by_others(signer.key_path):
-            logs.event(logging.WARNING, "dkim.key_readable_by_others", key=signer.key_path,
-                       note="make it readable by the runner's user only (chmod 600)")
     try:
         url = parse_url(smtp_url, default_timeout=smtp_timeout)
         settings = Settings(

@@ -283,8 +283,8 @@ def feedback_id(row: dict, id_domain: str) -> str:
     last field the constant sender identifier). claim_batch returns no
     campaign id or stream yet: a campaign is recognised by its delivery key
     (`campaign:<id>:<recipient>`, as enqueue_campaign writes it) and its mail
-    counts as broadcast, all else as transactional "tx". When claim_batch
-    returns `campaign_id` / `stream` columns, they are used instead."""
+    is broadcast; all other mail is transactional, campaign field "tx". When
+    claim_batch returns `campaign_id` / `stream` columns, they are used instead."""
     campaign = row.get("campaign_id")
     if campaign is None:
         m = _CAMPAIGN_KEY.match(row.get("delivery_key") or "")

@@ -15,7 +15,8 @@ UNRECORDED = 5
 TABLE: list[tuple[int, str]] = [
     (OK, "done: stopped cleanly after SIGTERM/SIGINT, or --exit-when-idle found nothing left"),
     (CRASH, "unexpected error, a bug (the traceback is printed); operator commands: no such message"),
-    (USAGE, "invalid options or configuration (a bad URL, DSN or value): restarting will not help"),
+    (USAGE, "invalid options or configuration (a bad URL, DSN or value, a bad --dkim key): "
+            "restarting will not help"),
     (UNREACHABLE, "the database could not be reached at start (a supervisor may retry)"),
     (REFUSED, "the database refused the role at start: a missing privilege (grant mailroom_runner) "
               "or function (deploy the schema)"),

@@ -55,6 +55,7 @@ from psycopg.rows import dict_row
 from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
 from mailroom.completer import Completer, Report
+from mailroom.dkim import Signing
 from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
@@ -91,6 +92,7 @@ class Settings:
     exit_when_idle: bool = False
     heartbeat_interval: float = 5.0  # hidden options; tests shorten them
     summary_interval: float = 60.0
+    dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
 
     @property
     def db_timeout(self) -> float:
@@ -195,6 +197,7 @@ class Runner:
             raise ValueError("--lease must be at least 2 seconds")
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
+        self.signing = Signing(settings.dkim, self.renderer.domain)
         self.needs_message = self.transport.needs_message
         self.on_flush, self.on_flush_every = on_flush, on_flush_every
         self.pool: psycopg_pool.ConnectionPool | None = None
@@ -572,7 +575,7 @@ class Runner:
         variables or headers raise stays with that row."""
         try:
             if self.needs_message:
-                return self.renderer.build(row)
+                return self.signing.apply(row, self.renderer.build(row))  # Feedback-ID, DKIM: the final bytes
             # plain null://: measures the queue machinery, not rendering
             return Built(self.renderer.envelope_from, row["to_address"], b"", "")
         except RenderError as e:

@@ -153,6 +153,8 @@ def judge(conn, received: Counter) -> dict:
         assert row["reported_sent"] <= copies <= row["tries"], (row, copies)
     overlaps = conn.execute(OVERLAPPING_LEASES).fetchall()
     assert overlaps == [], f"{len(overlaps)} pairs of overlapping leases, e.g. {overlaps[:3]}"
+    broken = conn.execute("SELECT problem, message_id, detail FROM mailroom.integrity_problems()").fetchall()
+    assert broken == [], f"{len(broken)} broken invariants of contents/queue/ledger, e.g. {broken[:3]}"
     return {"sent": len(sent), "copies_at_sink": sum(received.values()), "duplicates_at_sink": len(twice),
             "listed_confirmed": len(confirmed), "listed_possible": len(listed) - len(confirmed),
             "attempts": sum(r["tries"] for r in ledger)}

@@ -78,7 +78,7 @@ def _database_dump(conn) -> str:
     tables = [r["t"] for r in conn.execute(
         "SELECT c.oid::regclass::text AS t FROM pg_class c"
         " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1")]
-    assert "mailroom.messages" in tables and "mailroom.attempts" in tables
+    assert {"mailroom.contents", "mailroom.queue", "mailroom.attempts"} <= set(tables)
     lines = []
     for t in tables:
         lines += [str(r["j"]) for r in conn.execute(f"SELECT row_to_json(x)::text AS j FROM {t} x")]
@@ -113,7 +113,7 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
     enqueue(conn, "again@example.com", subject="s", body_text="b", delivery_key="sec-again")
     for fmt, sink_class in (("text", Sink), ("json", EchoingSink)):
         with sink_class(keep=True, starttls_context=ctx, require_starttls=True, auth=(USER, "other")) as sink:
-            conn.execute("UPDATE mailroom.messages SET run_at = now() WHERE status = 'queued'")
+            conn.execute("UPDATE mailroom.queue SET run_at = now() WHERE status = 'queued'")
             with RunnerProcess(db_url, _url(sink.port, cafile), "--exit-when-idle", "--log-format", fmt,
                                "--log-level", "debug") as r:
                 assert r.wait() == 0, r.log()
@@ -121,11 +121,11 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
             assert sink.stats()["auth_failures"] >= 1 and sink.stats()["received"] == 0
             if fmt == "text":
                 # No cafile: the self-signed certificate fails verification during STARTTLS.
-                conn.execute("UPDATE mailroom.messages SET run_at = now() WHERE status = 'queued'")
+                conn.execute("UPDATE mailroom.queue SET run_at = now() WHERE status = 'queued'")
                 with RunnerProcess(db_url, _url(sink.port, None), "--exit-when-idle", "--log-level", "debug") as r:
                     assert r.wait() == 0, r.log()
                     outputs["runner log (TLS failure)"] = r.log()
-    conn.execute("UPDATE mailroom.messages SET run_at = now() WHERE status = 'queued'")
+    conn.execute("UPDATE mailroom.queue SET run_at = now() WHERE status = 'queued'")
     with RunnerProcess(db_url, _url(free_port(), cafile), "--exit-when-idle", "--log-level", "debug",
                        "--log-format", "json") as r:
         assert r.wait() == 0, r.log()

@@ -49,10 +49,16 @@ def empty_db(server_url):
 @pytest.fixture
 def release_runner(tmp_path: Path) -> Path:
     """The runner package exactly as released, to run against the new schema."""
-    archive = subprocess.run(["git", "archive", "--format=tar", RELEASE, "runner/mailroom"],
+    # The release is the commit that added its tag to the plan (git tags do not
+    # always travel with a clone; the plan's history does).
+    released = subprocess.run(["git", "log", "-S", f"@{RELEASE} ", "--format=%H", "--reverse", "--", "sqitch.plan"],
+                              cwd=project_root(), capture_output=True, text=True).stdout.split()
+    if not released:
+        pytest.fail(f"no commit adds @{RELEASE} to sqitch.plan (a shallow clone?)")
+    archive = subprocess.run(["git", "archive", "--format=tar", released[0], "runner/mailroom"],
                              cwd=project_root(), capture_output=True)
     if archive.returncode != 0:
-        pytest.fail(f"git archive {RELEASE} failed (is the tag fetched?): {archive.stderr.decode()}")
+        pytest.fail(f"git archive of the {RELEASE} commit failed: {archive.stderr.decode()}")
     subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
     return tmp_path / "runner"
 

@@ -134,9 +134,10 @@ class Job:
 
 class Waiting:
     """The runner's side of enqueue's wake-up protocol (deploy/runner_waiting.sql,
-    deploy/enqueue.sql). enqueue notifies only while some runner holds the
-    waiting lock; this runner holds it, on a connection of its own, from the
-    first claim that comes back short until a claim comes back full. Before it
+    deploy/enqueue.sql). enqueue notifies only while some runner is waiting
+    (a row in mailroom.runner_waits for its backend); this runner waits, on a
+    connection of its own, from the first claim that comes back short until a
+    claim comes back full. Before it
     sleeps until notified it claims once more after enqueues_settled: every
     enqueue that saw nobody waiting has committed by then, so that claim finds
     its mail and no wake-up is lost."""
@@ -168,7 +169,8 @@ class Waiting:
             queries.runner_waiting(self.conn, False)
 
     def reset(self) -> None:
-        """The connection failed: start over (its hold ended with it)."""
+        """The connection failed: start over (its row goes at the next
+        runner_waiting call of any runner once the backend has exited)."""
         self.held = self.settled = False
         self.close()
 

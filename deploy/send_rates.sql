@@ -197,59 +197,56 @@ DECLARE
   v_got    text[];
   v_avail  integer[];
   v_rows   tid[];
+  v_absent integer;
 BEGIN
   -- The limited windows of the names: a key per window that has a limit (a
-  -- missing per-second limit costs no row), each once, in key order.
+  -- missing per-second limit costs no row), each once, in key order; and how
+  -- many of them have no row yet.
   SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-         coalesce(array_agg(k.win ORDER BY k.key), '{}')
-    INTO v_keys, v_lims, v_wins
+         coalesce(array_agg(k.win ORDER BY k.key), '{}'),
+         count(*) FILTER (WHERE NOT EXISTS (SELECT FROM mailroom.rate_limits x WHERE x.key = k.key))
+    INTO v_keys, v_lims, v_wins, v_absent
   FROM (SELECT DISTINCT p_prefix || u.name || w.suffix AS key, w.lim, w.win
         FROM unnest(p_names, p_per_second, p_per_minute) AS u(name, s, m)
         CROSS JOIN LATERAL (VALUES ('/s', u.s, interval '1 second'), ('/m', u.m, interval '1 minute'))
           AS w(suffix, lim, win)
         WHERE w.lim IS NOT NULL) AS k;
 
-  -- Lock every row in key order (claims cannot deadlock) until commit and
-  -- judge it; FOR UPDATE returns each row's newest committed version, and
-  -- its ctid, under which the caller records the spend without another key
-  -- lookup (nobody else can change the row until this transaction ends).
-  -- Nearly always every key has its row. When some are missing (the first
-  -- send to a domain, or rows the sweep removed) the locks taken are given
-  -- back (the block's subtransaction rolls back) before the rows are
-  -- inserted: inserting while holding locks that another claim's insertion
-  -- waits behind could deadlock. A key without a row gets one, so that the
+  -- A key without a row gets one before anything is locked, so that the
   -- first send to a new domain is counted exactly with nothing to lock over
   -- all domains (a concurrent insert of the same key waits for this one, or
-  -- this one for it); then all are locked again, in key order.
+  -- this one for it). Inserting only after locking could deadlock against
+  -- another claim whose insertion waits behind those locks; a subtransaction
+  -- to give the locks back would make every later update of a locked row
+  -- create a MultiXact. Then every row is locked in key order (claims
+  -- cannot deadlock) until commit and judged: FOR UPDATE returns each row's
+  -- newest committed version and its ctid, under which the caller records
+  -- the spend without another key lookup (nobody else can change the row
+  -- until this transaction ends). A row the sweep removed in between is
+  -- inserted and locked on a second pass.
   FOR v_pass IN 1 .. 2 LOOP
-    BEGIN
-      IF v_pass = 2 THEN
-        INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
-        SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
-        FROM unnest(v_keys, v_wins) AS u(k, w)
-        ORDER BY u.k
-        ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
-      END IF;
-      SELECT coalesce(array_agg(b.key ORDER BY b.key), '{}'),
-             coalesce(array_agg(CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
-                                     WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
-                                     ELSE greatest(b.lim - us.used, 0) END ORDER BY b.key), '{}'),
-             coalesce(array_agg(b.ctid ORDER BY b.key), '{}')
-        INTO v_got, v_avail, v_rows
-      FROM (SELECT r.ctid, r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
-                   CASE u.w WHEN interval '1 second' THEN v_sec ELSE v_min END AS slot
-            FROM mailroom.rate_limits r
-            JOIN unnest(v_keys, v_lims, v_wins) AS u(k, lim, w) ON u.k = r.key
-            ORDER BY r.key
-            FOR UPDATE OF r) AS b
-      CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
-      IF v_pass = 1 AND cardinality(v_got) < cardinality(v_keys) THEN
-        RAISE EXCEPTION 'missing budget rows' USING ERRCODE = 'MRB01';
-      END IF;
-      EXIT;
-    EXCEPTION WHEN SQLSTATE 'MRB01' THEN
-      NULL;  -- locks released; pass 2 inserts the missing rows
-    END;
+    IF v_absent > 0 THEN
+      INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+      SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
+      FROM unnest(v_keys, v_wins) AS u(k, w)
+      ORDER BY u.k
+      ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
+    END IF;
+    SELECT coalesce(array_agg(b.key ORDER BY b.key), '{}'),
+           coalesce(array_agg(CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
+                                   WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
+                                   ELSE greatest(b.lim - us.used, 0) END ORDER BY b.key), '{}'),
+           coalesce(array_agg(b.ctid ORDER BY b.key), '{}')
+      INTO v_got, v_avail, v_rows
+    FROM (SELECT r.ctid, r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
+                 CASE u.w WHEN interval '1 second' THEN v_sec ELSE v_min END AS slot
+          FROM mailroom.rate_limits r
+          JOIN unnest(v_keys, v_lims, v_wins) AS u(k, lim, w) ON u.k = r.key
+          ORDER BY r.key
+          FOR UPDATE OF r) AS b
+    CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
+    v_absent := cardinality(v_keys) - cardinality(v_got);
+    EXIT WHEN v_absent = 0;
   END LOOP;
 
   -- Per name as given (in order, repeats answered alike): what its windows

@@ -31,7 +31,10 @@
 -- Send rates: only the budgets of the senders and domains among the
 -- candidates are looked up (key lookups in mailroom.rate_limits) and locked,
 -- in key order, until commit (issue 13, hole 6: v0.3 read every domain
--- mailed in the last minute under one global lock, on every claim). A claim
+-- mailed in the last minute under one global lock, on every claim). The
+-- lookup hands back each locked row's ctid, and the spend is one update of
+-- those rows by ctid: no second key lookup, no separate statements to work
+-- out the keys again. A claim
 -- whose candidates were held back by a spent domain looks again (at most
 -- three rounds) leaving those domains out, so other mail still fills it.
 --
@@ -137,26 +140,27 @@ DECLARE
   v_want        integer;                 -- still to claim
   v_scan        integer;                 -- candidates to look at this round
   v_n           integer;
-  -- limited claims: candidates, budgets, picks
+  -- limited claims: candidates (one element each, in claim order), budgets, picks
   v_cid         bigint[];
   v_cdom        text[];
   v_csnd        text[];
+  v_cdlim_s     integer[];               -- each candidate's domain limits
+  v_cdlim_m     integer[];
+  v_cdcap       integer[];               -- what its domain and its sender allow now
+  v_cscap       integer[];
+  v_cdrow_s     tid[];                   -- the budget rows locked for it
+  v_cdrow_m     tid[];
+  v_csrow_s     tid[];
+  v_csrow_m     tid[];
   v_pick        bigint[] := '{}';
-  v_snd_keys    text[];
-  v_snd_lims    integer[];
-  v_snd_wins    interval[];
-  v_snd_names   text[] := '{}';
+  v_snd_names   text[] := '{}';          -- limited senders, their limits, budgets and rows
+  v_snd_lim_s   integer[] := '{}';
+  v_snd_lim_m   integer[] := '{}';
   v_snd_caps    integer[] := '{}';
+  v_snd_row_s   tid[] := '{}';
+  v_snd_row_m   tid[] := '{}';
   v_snd_blocked text[] := '{}';
-  v_dom_keys    text[];
-  v_dom_lims    integer[];
-  v_dom_wins    interval[];
-  v_dom_names   text[] := '{}';
-  v_dom_caps    integer[] := '{}';
   v_dom_blocked text[] := '{}';
-  v_keys        text[];
-  v_counts      integer[];
-  v_windows     interval[];
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
@@ -177,15 +181,12 @@ BEGIN
   v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
     OR EXISTS (SELECT FROM mailroom.domain_limits d
                WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL));
-  SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-         coalesce(array_agg(k.win ORDER BY k.key), '{}')
-    INTO v_snd_keys, v_snd_lims, v_snd_wins
+  SELECT coalesce(array_agg(s.name ORDER BY s.name), '{}'), coalesce(array_agg(s.max_per_second ORDER BY s.name), '{}'),
+         coalesce(array_agg(s.max_per_minute ORDER BY s.name), '{}')
+    INTO v_snd_names, v_snd_lim_s, v_snd_lim_m
   FROM mailroom.senders s
-  CROSS JOIN LATERAL (VALUES ('mailroom/sender/' || s.name || '/s', s.max_per_second, interval '1 second'),
-                             ('mailroom/sender/' || s.name || '/m', s.max_per_minute, interval '1 minute'))
-    AS k(key, lim, win)
-  WHERE (p_sender IS NULL OR s.name = p_sender) AND k.lim IS NOT NULL;
-  v_limited := v_dom_limited OR cardinality(v_snd_keys) > 0;
+  WHERE (p_sender IS NULL OR s.name = p_sender) AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL);
+  v_limited := v_dom_limited OR cardinality(v_snd_names) > 0;
 
   v_want := p_limit;
   WHILE v_want > 0 AND v_round < 3 LOOP
@@ -195,13 +196,13 @@ BEGIN
     IF v_limited THEN
       -- 1. Senders: lock their budget rows (sender keys always before domain
       --    keys, each set in key order) and see what each allows now.
-      IF cardinality(v_snd_keys) > 0 THEN
-        SELECT coalesce(array_agg(x.name), '{}'), coalesce(array_agg(x.cap), '{}'),
-               coalesce(array_agg(x.name) FILTER (WHERE x.cap = 0), '{}')
-          INTO v_snd_names, v_snd_caps, v_snd_blocked
-        FROM (SELECT left(substr(b.key, 17), -2) AS name, min(b.available) AS cap
-              FROM mailroom._send_budgets(v_snd_keys, v_snd_lims, v_snd_wins, p_now) AS b
-              GROUP BY 1) AS x;
+      IF cardinality(v_snd_names) > 0 THEN
+        SELECT coalesce(array_agg(b.available ORDER BY b.ord), '{}'), coalesce(array_agg(b.second_row ORDER BY b.ord), '{}'),
+               coalesce(array_agg(b.minute_row ORDER BY b.ord), '{}')
+          INTO v_snd_caps, v_snd_row_s, v_snd_row_m
+        FROM mailroom._send_budgets('mailroom/sender/', v_snd_names, v_snd_lim_s, v_snd_lim_m, p_now) AS b;
+        SELECT v_snd_blocked || coalesce(array_agg(u.name), '{}') INTO v_snd_blocked
+        FROM unnest(v_snd_names, v_snd_caps) AS u(name, cap) WHERE u.cap = 0 AND u.name <> ALL (v_snd_blocked);
         IF p_sender IS NOT NULL THEN
           v_want := least(v_want, coalesce(v_snd_caps[1], v_want));
           EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
@@ -212,11 +213,20 @@ BEGIN
       -- that leaves those domains out.
       v_scan := v_want;
 
-      -- 2. The candidates, locked, in claim order, with their domains.
+      -- 2. The candidates, locked, in claim order, with their domains, the
+      --    domains' limits (their own row, else the default) and what their
+      --    senders allow.
       SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
              coalesce(array_agg(t.to_domain ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}')
-        INTO v_cid, v_cdom, v_csnd
+             coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END
+                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
+                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_caps[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_row_s[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_row_m[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}')
+        INTO v_cid, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m
       FROM (
         WITH RECURSIVE priorities AS (
           (SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' ORDER BY q.priority DESC LIMIT 1)
@@ -225,7 +235,7 @@ BEGIN
                   WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
           FROM priorities p WHERE p.priority IS NOT NULL
         )
-        SELECT due.* FROM priorities p
+        SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM priorities p
         CROSS JOIN LATERAL (
           SELECT q.id, q.priority, q.run_at, q.sender FROM mailroom.queue q
           WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
@@ -239,28 +249,21 @@ BEGIN
         ) AS due
         LIMIT v_scan
       ) AS c
-      JOIN mailroom.contents t ON t.id = c.id;
+      JOIN mailroom.contents t ON t.id = c.id
+      LEFT JOIN mailroom.domain_limits e ON v_dom_limited AND e.domain = t.to_domain;
       EXIT WHEN cardinality(v_cid) = 0;
 
-      -- 3. Domains: the budgets of the candidates' limited domains only.
+      -- 3. Domains: the budgets of the candidates' limited domains only,
+      --    answered per candidate.
       IF v_dom_limited THEN
-        SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-               coalesce(array_agg(k.win ORDER BY k.key), '{}')
-          INTO v_dom_keys, v_dom_lims, v_dom_wins
-        FROM (SELECT DISTINCT d.domain FROM unnest(v_cdom) AS d(domain) WHERE d.domain <> ALL (v_dom_blocked)) AS dom
-        LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain
-        CROSS JOIN LATERAL (
-          VALUES ('mailroom/domain/' || dom.domain || '/s',
-                  CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END, interval '1 second'),
-                 ('mailroom/domain/' || dom.domain || '/m',
-                  CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END, interval '1 minute')
-        ) AS k(key, lim, win)
-        WHERE k.lim IS NOT NULL;
-        SELECT coalesce(array_agg(x.domain), '{}'), coalesce(array_agg(x.cap), '{}')
-          INTO v_dom_names, v_dom_caps
-        FROM (SELECT left(substr(b.key, 17), -2) AS domain, min(b.available) AS cap  -- 'mailroom/domain/' <domain> '/s'
-              FROM mailroom._send_budgets(v_dom_keys, v_dom_lims, v_dom_wins, p_now) AS b
-              GROUP BY 1) AS x;
+        SELECT array_agg(b.available ORDER BY b.ord), array_agg(b.second_row ORDER BY b.ord),
+               array_agg(b.minute_row ORDER BY b.ord)
+          INTO v_cdcap, v_cdrow_s, v_cdrow_m
+        FROM mailroom._send_budgets('mailroom/domain/', v_cdom, v_cdlim_s, v_cdlim_m, p_now) AS b;
+      ELSE
+        v_cdcap := array_fill(NULL::integer, ARRAY[cardinality(v_cid)]);
+        v_cdrow_s := array_fill(NULL::tid, ARRAY[cardinality(v_cid)]);
+        v_cdrow_m := v_cdrow_s;
       END IF;
 
       -- 4. Pick: in claim order, each domain and sender no more than it
@@ -275,11 +278,9 @@ BEGIN
                count(*) FILTER (WHERE c.dom_ok AND c.snd_ok) OVER (ORDER BY c.ord) AS nth
         FROM (
           SELECT u.id, u.ord, u.domain, u.sender,
-                 row_number() OVER (PARTITION BY u.domain ORDER BY u.ord) <= coalesce(dc.cap, 2147483647) AS dom_ok,
-                 row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(sc.cap, 2147483647) AS snd_ok
-          FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
-          LEFT JOIN unnest(v_dom_names, v_dom_caps) AS dc(domain, cap) ON dc.domain = u.domain
-          LEFT JOIN unnest(v_snd_names, v_snd_caps) AS sc(name, cap) ON sc.name = u.sender
+                 row_number() OVER (PARTITION BY u.domain ORDER BY u.ord) <= coalesce(u.dcap, 2147483647) AS dom_ok,
+                 row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS snd_ok
+          FROM unnest(v_cid, v_cdom, v_csnd, v_cdcap, v_cscap) WITH ORDINALITY AS u(id, domain, sender, dcap, scap, ord)
         ) AS c
       ) AS p;
     END IF;
@@ -372,26 +373,36 @@ BEGIN
     v_want := v_want - v_n;
 
     IF v_limited THEN
-      -- 6. Spend the budgets on what was claimed, before the locks go at commit.
+      -- 6. Spend the budgets on what was claimed, before the locks go at
+      --    commit: one update of the rows _send_budgets locked, found by the
+      --    ctid it handed back (no key lookups).
       IF v_n > 0 THEN
-        -- What this round claimed (the gate may have refused a pick) ...
-        SELECT coalesce(array_agg(q.id), '{}') INTO v_pick
-        FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
-        -- ... counted against each limited key of its domain and sender.
-        SELECT coalesce(array_agg(s.key ORDER BY s.key), '{}'), coalesce(array_agg(s.n ORDER BY s.key), '{}'),
-               coalesce(array_agg(s.win ORDER BY s.key), '{}')
-          INTO v_keys, v_counts, v_windows
-        FROM (SELECT k.key, k.win, count(*)::integer AS n
-              FROM unnest(v_cid, v_cdom, v_csnd) AS u(id, domain, sender)
-              CROSS JOIN LATERAL (VALUES ('mailroom/domain/' || u.domain || '/s', interval '1 second'),
-                                         ('mailroom/domain/' || u.domain || '/m', interval '1 minute'),
-                                         ('mailroom/sender/' || u.sender || '/s', interval '1 second'),
-                                         ('mailroom/sender/' || u.sender || '/m', interval '1 minute')) AS k(key, win)
-              WHERE u.id = ANY (v_pick) AND (k.key = ANY (v_dom_keys) OR k.key = ANY (v_snd_keys))
-              GROUP BY k.key, k.win) AS s;
-        IF cardinality(v_keys) > 0 THEN
-          PERFORM mailroom._send_rate_record(v_keys, v_counts, v_windows, p_now);
+        -- The gate may have refused a pick (rare): then see what was claimed.
+        IF v_n < cardinality(v_pick) THEN
+          SELECT coalesce(array_agg(q.id), '{}') INTO v_pick
+          FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
         END IF;
+        UPDATE mailroom.rate_limits AS r
+        SET (slots, slot_hits, hits) = (
+              SELECT a.slots, a.slot_hits, a.used
+              FROM mailroom._rate_slots_add(
+                     CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slots END,
+                     CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.slot_hits END,
+                     u.slot, u.n) AS a),
+            algorithm = 'sliding',
+            window_length = u.win,
+            window_start = NULL,
+            expires_at = greatest(CASE WHEN r.algorithm = 'sliding' AND r.window_length = u.win THEN r.expires_at END,
+                                  mailroom._from_epoch_us((u.slot + 51) * u.res))
+        FROM (SELECT k.row_id, k.win, count(*)::integer AS n,
+                     mailroom._rate_slot(p_now, k.win) AS slot,
+                     CASE k.win WHEN interval '1 second' THEN 20000::bigint ELSE 1200000::bigint END AS res
+              FROM unnest(v_cid, v_cdrow_s, v_cdrow_m, v_csrow_s, v_csrow_m) AS c(id, ds, dm, ss, sm)
+              CROSS JOIN LATERAL (VALUES (c.ds, interval '1 second'), (c.dm, interval '1 minute'),
+                                         (c.ss, interval '1 second'), (c.sm, interval '1 minute')) AS k(row_id, win)
+              WHERE c.id = ANY (v_pick) AND k.row_id IS NOT NULL
+              GROUP BY k.row_id, k.win) AS u
+        WHERE r.ctid = u.row_id;
       END IF;
       -- Another round only if a budget held candidates back (the others
       -- were claimed or moved by the gate) or the scan was cut short.

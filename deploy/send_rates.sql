@@ -8,7 +8,9 @@
 -- v0.3 took one advisory lock for every domain budget and read every
 -- domain mailed within the last minute on each claim: O(recently mailed
 -- domains) per claim, serialised over all runners (issue 13, hole 6).
--- _send_budgets is that lookup; the helpers below are unchanged.
+-- _send_budgets is that lookup (and hands back the rows it locked, so the
+-- spend is recorded without looking them up again); the helpers below are
+-- unchanged.
 
 BEGIN;
 
@@ -170,54 +172,98 @@ COMMENT ON FUNCTION mailroom._send_rate_record(text[], integer[], interval[], ti
   'Internal: record p_ns[i] sends at p_now in the sliding window p_windows[i] of key p_keys[i], for all keys in one statement (claim_batch, after checking the budgets under their locks).';
 
 CREATE OR REPLACE FUNCTION mailroom._send_budgets(
-  p_keys    text[],
-  p_limits  integer[],
-  p_windows interval[],
-  p_now     timestamptz
-) RETURNS TABLE (key text, available integer)
+  p_prefix     text,
+  p_names      text[],
+  p_per_second integer[],
+  p_per_minute integer[],
+  p_now        timestamptz
+) RETURNS TABLE (ord bigint, available integer, second_row tid, minute_row tid)
 LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- A handful of keys joined to as many array elements: whatever the caller
--- disabled for its own key lookups, hashing these is right.
+-- A few dozen names joined to as many keys: whatever the caller disabled for
+-- its own key lookups, hashing these is right.
 SET enable_hashjoin = on
 AS $$
 DECLARE
   -- Slot numbers are numeric arithmetic over the epoch: worked out once per
-  -- call for the two windows claim_batch uses, not once per key.
-  v_sec bigint := mailroom._rate_slot(p_now, interval '1 second');
-  v_min bigint := mailroom._rate_slot(p_now, interval '1 minute');
+  -- call for the two windows, not once per key.
+  v_sec    bigint := mailroom._rate_slot(p_now, interval '1 second');
+  v_min    bigint := mailroom._rate_slot(p_now, interval '1 minute');
+  v_keys   text[];
+  v_lims   integer[];
+  v_wins   interval[];
+  v_got    text[];
+  v_avail  integer[];
+  v_rows   tid[];
+  v_absent integer;
 BEGIN
-  -- A key without a row gets one, so that the first send to a new domain is
-  -- counted exactly with nothing to lock over all domains (a concurrent
-  -- insert of the same key waits for this one, or this one for it).
-  INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
-  SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
-  FROM unnest(p_keys, p_windows) AS u(k, w)
-  ORDER BY u.k
-  ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
-  -- Then every row is locked in key order (claims cannot deadlock) until
-  -- commit; the caller records what it spent with _send_rate_record first.
-  -- FOR UPDATE returns each row's newest committed version.
+  -- The limited windows of the names: a key per window that has a limit (a
+  -- missing per-second limit costs no row), each once, in key order; and how
+  -- many of them have no row yet.
+  SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
+         coalesce(array_agg(k.win ORDER BY k.key), '{}'),
+         count(*) FILTER (WHERE NOT EXISTS (SELECT FROM mailroom.rate_limits x WHERE x.key = k.key))
+    INTO v_keys, v_lims, v_wins, v_absent
+  FROM (SELECT DISTINCT p_prefix || u.name || w.suffix AS key, w.lim, w.win
+        FROM unnest(p_names, p_per_second, p_per_minute) AS u(name, s, m)
+        CROSS JOIN LATERAL (VALUES ('/s', u.s, interval '1 second'), ('/m', u.m, interval '1 minute'))
+          AS w(suffix, lim, win)
+        WHERE w.lim IS NOT NULL) AS k;
+
+  -- A key without a row gets one before anything is locked, so that the
+  -- first send to a new domain is counted exactly with nothing to lock over
+  -- all domains (a concurrent insert of the same key waits for this one, or
+  -- this one for it). Inserting only after locking could deadlock against
+  -- another claim whose insertion waits behind those locks; a subtransaction
+  -- to give the locks back would make every later update of a locked row
+  -- create a MultiXact. Then every row is locked in key order (claims
+  -- cannot deadlock) until commit and judged: FOR UPDATE returns each row's
+  -- newest committed version and its ctid, under which the caller records
+  -- the spend without another key lookup (nobody else can change the row
+  -- until this transaction ends). A row the sweep removed in between is
+  -- inserted and locked on a second pass.
+  FOR v_pass IN 1 .. 2 LOOP
+    IF v_absent > 0 THEN
+      INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
+      SELECT u.k, 'sliding', u.w, 0, '{}', '{}', p_now
+      FROM unnest(v_keys, v_wins) AS u(k, w)
+      ORDER BY u.k
+      ON CONFLICT ON CONSTRAINT rate_limits_pkey DO NOTHING;
+    END IF;
+    SELECT coalesce(array_agg(b.key ORDER BY b.key), '{}'),
+           coalesce(array_agg(CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
+                                   WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
+                                   ELSE greatest(b.lim - us.used, 0) END ORDER BY b.key), '{}'),
+           coalesce(array_agg(b.ctid ORDER BY b.key), '{}')
+      INTO v_got, v_avail, v_rows
+    FROM (SELECT r.ctid, r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
+                 CASE u.w WHEN interval '1 second' THEN v_sec ELSE v_min END AS slot
+          FROM mailroom.rate_limits r
+          JOIN unnest(v_keys, v_lims, v_wins) AS u(k, lim, w) ON u.k = r.key
+          ORDER BY r.key
+          FOR UPDATE OF r) AS b
+    CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
+    v_absent := cardinality(v_keys) - cardinality(v_got);
+    EXIT WHEN v_absent = 0;
+  END LOOP;
+
+  -- Per name as given (in order, repeats answered alike): what its windows
+  -- still allow (NULL: no limit) and the rows to record the spend under.
   RETURN QUERY
-  SELECT b.key::text,
-         CASE WHEN b.algorithm <> 'sliding' OR b.window_length <> b.w THEN b.lim
-              WHEN us.newest - 50 > b.slot THEN 0  -- p_now too far behind to judge
-              ELSE greatest(b.lim - us.used, 0) END
-  FROM (SELECT r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
-               CASE u.w WHEN interval '1 second' THEN v_sec WHEN interval '1 minute' THEN v_min
-                        ELSE mailroom._rate_slot(p_now, u.w) END AS slot
-        FROM mailroom.rate_limits r
-        JOIN unnest(p_keys, p_limits, p_windows) AS u(k, lim, w) ON u.k = r.key
-        ORDER BY r.key
-        FOR UPDATE OF r) AS b
-  CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
+  SELECT u.ord, min(b.avail), max(b.row_id) FILTER (WHERE b.key = u.name_s), max(b.row_id) FILTER (WHERE b.key = u.name_m)
+  FROM (SELECT n.ord, p_prefix || n.name || '/s' AS name_s, p_prefix || n.name || '/m' AS name_m
+        FROM unnest(p_names) WITH ORDINALITY AS n(name, ord)) AS u
+  CROSS JOIN LATERAL (VALUES (u.name_s), (u.name_m)) AS k(key)
+  LEFT JOIN unnest(v_got, v_avail, v_rows) AS b(key, avail, row_id) ON b.key = k.key
+  GROUP BY u.ord
+  ORDER BY u.ord;
 END
 $$;
-ALTER FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz) IS
-  'Internal: lock the sliding-window rows p_keys (distinct; created when missing) in key order until commit, and return what each still allows at p_now under p_limits[i] in window p_windows[i]. claim_batch calls it for the senders and domains of its candidates only.';
+ALTER FUNCTION mailroom._send_budgets(text, text[], integer[], integer[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._send_budgets(text, text[], integer[], integer[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._send_budgets(text, text[], integer[], integer[], timestamptz) IS
+  'Internal: lock the sliding-window rows p_prefix || p_names[i] || ''/s'' and ''/m'' that have a limit (created when missing) in key order until commit; for each name in order, what its windows still allow at p_now (NULL: no limit) and the ctid of each window''s row, to record the spend under. claim_batch calls it for the senders and domains of its candidates only.';
 
 COMMIT;

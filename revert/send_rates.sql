@@ -2,6 +2,6 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom._send_budgets(text[], integer[], interval[], timestamptz);
+DROP FUNCTION mailroom._send_budgets(text, text[], integer[], integer[], timestamptz);
 
 COMMIT;

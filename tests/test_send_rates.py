@@ -70,8 +70,11 @@ def test_claim_with_send_limits_still_reads_only_the_claim_index(conn):
     used = {s.get("Index Name") for s in scans if s["Node Type"] != "Bitmap Heap Scan"}
     assert "queue_claim_idx" in used and used <= {"queue_claim_idx", "queue_pkey"}, used
     assert rows_visited(scans) < 1_000, rows_visited(scans)
-    # Budgets are looked up by key, for the candidates' sender and domains only.
+    # Budgets are looked up by key, for the candidates' sender and domains
+    # only, and the spend is recorded under the rows locked then (by ctid).
     budget_scans = [s for p in plans for s in scans_of(p, "rate_limits")]
-    assert budget_scans and {s.get("Index Name") for s in budget_scans} <= {"rate_limits_pkey"}, budget_scans
+    assert budget_scans and all(s["Node Type"] in ("Index Scan", "Index Only Scan", "Tid Scan")
+                                for s in budget_scans), budget_scans
+    assert {s.get("Index Name") for s in budget_scans if s["Node Type"] != "Tid Scan"} <= {"rate_limits_pkey"}
     claimed = conn.execute("SELECT count(*) AS n FROM mailroom.queue WHERE status = 'sending'").fetchone()["n"]
     assert claimed == 80, "example.com's 80/s capped the batch of 100"

@@ -15,7 +15,7 @@ BEGIN
            'mailroom._send_rate_record(text[], integer[], interval[], timestamptz)', 'execute'),
          '_send_rate_record is internal';
   ASSERT NOT pg_catalog.has_function_privilege('mailroom_runner',
-           'mailroom._send_budgets(text[], integer[], interval[], timestamptz)', 'execute'),
+           'mailroom._send_budgets(text, text[], integer[], integer[], timestamptz)', 'execute'),
          '_send_budgets is internal';
 END
 $$;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(47);
+SELECT plan(50);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -143,6 +143,14 @@ SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "outcome": "sent"}]
   'mailroom: results[0].token: missing', 'missing token');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": 5, "outcome": "sent"}]')$$, '22023',
   'mailroom: results[0].token: must be a UUID string', 'token of the wrong type');
+-- The id and token checks spell the patterns without bounded repetitions
+-- (cheaper): strings that are nearly right are still refused.
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2g", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].token: must be a UUID string', 'a token of 36 characters with one that is not hex');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e2-b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].token: must be a UUID string', 'a token with a hyphen out of place');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1234567890123456789, "token": "6F1C1A3E-2B1A-4A55-8F1E-7D6C1C1A3E2B", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[0].id: must be a positive integer', 'an id of 19 digits (an upper-case token is fine)');
 SELECT throws_ok(format($$SELECT mailroom.mark_outcomes('[%s, {"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "delivered"}]')$$,
     jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent'))::text, '22023',
   'mailroom: results[1].outcome: unknown outcome "delivered" (expected sent, retry, failed or ambiguous)',

@@ -1,0 +1,132 @@
+"""Claim cost under a default domain limit (issue 13, "Why" 6 and "What it
+must show"): a claim of 50 with `set_domain_limits('*', 100, 1000)` and
+20,000 recently mailed domains, against the same claim with no limit.
+
+Two scratch databases side by side on the same cluster, both with
+synchronous_commit = on: `limited` (the default domain limit set before
+anything is mailed) and `unlimited` (no domain limit). In each, 20,000 mails
+to 20,000 distinct domains are queued and sent through the real functions
+(claim_batch of 1,000 + mark_outcomes, all sent), so whatever per-domain
+bookkeeping claim_batch keeps exists as it would in production; then
+CLAIMS x 50 mails to the same domains are queued (due a minute ago, 50
+consecutive ones go to 50 different domains: no claim is throttled) and
+CLAIMS claims of 50 are timed, alternating limited / unlimited claim by
+claim so noise hits both sides alike. The measurement starts right after
+the limited side's mailing and is cut at 45 s, so every domain counts as
+recently mailed (within the limit's minute) throughout.
+
+Target: median claim with the limit / without <= 2 (p95 printed too).
+    .venv/bin/python bench/domain_limits.py [--quick] [--domains N]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (bench_parser, insert_mail, live_count, scratch_database, sent_stats, target,  # noqa: E402
+                     vacuum_analyze)
+
+BATCH, FILL_BATCH, WINDOW_S = 50, 1000, 45
+LIMIT = "SELECT mailroom.set_domain_limits('*', 100, 1000)"
+
+
+def mail_domains(conn: psycopg.Connection, domains: int) -> float:
+    """Queue one mail to each of `domains` domains and send them all through
+    claim_batch + mark_outcomes; returns the seconds the sending took."""
+    insert_mail(conn, "delivery_key, to_address, subject, body_text",
+                "SELECT 'fill-' || g, 'u@r' || g || '.example', 'Hi', 'Body' FROM generate_series(1, %s) g",
+                (domains,), run_at="now() - interval '1 minute'")
+    vacuum_analyze(conn)
+    t0 = time.perf_counter()
+    while True:
+        rows = conn.execute("SELECT id, lease_token FROM mailroom.claim_batch('fill', %s)", (FILL_BATCH,)).fetchall()
+        if not rows:
+            break
+        conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)",
+                     (json.dumps([{"id": i, "token": str(t), "outcome": "sent"} for i, t in rows]),))
+    elapsed = time.perf_counter() - t0
+    sent = sent_stats(conn)[0]
+    if sent != domains or live_count(conn):
+        raise RuntimeError(f"mailing {domains:,} domains sent {sent:,}, {live_count(conn):,} left")
+    return elapsed
+
+
+def main() -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--domains", type=int, default=20_000)
+    args = parser.parse_args()
+    domains = args.domains
+    claims = 60 if args.quick else 200
+
+    print(f"mailroom bench: claim_batch of {BATCH}, up to {claims} claims each, default domain limit"
+          f" ('*', 100/s, 1000/min) vs none, {domains:,} domains mailed just before")
+    with ExitStack() as stack:
+        urls = {"unlimited": stack.enter_context(scratch_database("mailroom_bench_domains_none", "on")),
+                "limited": stack.enter_context(scratch_database("mailroom_bench_domains_limit", "on"))}
+        conns = {k: stack.enter_context(psycopg.connect(u, autocommit=True)) for k, u in urls.items()}
+        conns["limited"].execute(LIMIT)
+        fill = {}
+        for side in ("unlimited", "limited"):  # limited last: its counters are the freshest
+            c = conns[side]
+            fill[side] = mail_domains(c, domains)
+            insert_mail(c, "delivery_key, to_address, subject, body_text",
+                        "SELECT 'q-' || g, 'u' || g || '@r' || (1 + g %% %s) || '.example', 'Hi', 'Body'"
+                        " FROM generate_series(1, %s) g", (domains, claims * BATCH),
+                        run_at="now() - interval '1 minute'")
+            c.execute("ANALYZE mailroom.queue")
+            c.execute("ANALYZE mailroom.contents")
+        mailed_at = time.monotonic()
+        print(f"mailing {domains:,} domains (claims of {FILL_BATCH} + mark_outcomes): unlimited"
+              f" {fill['unlimited']:.1f} s, limited {fill['limited']:.1f} s")
+        try:
+            counters = conns["limited"].execute(
+                "SELECT count(*) FROM mailroom.rate_limits WHERE starts_with(key, 'mailroom/domain/')"
+                " AND expires_at > now()").fetchone()[0]
+            print(f"limited side: {counters:,} live per-domain rows in mailroom.rate_limits")
+        except psycopg.Error:
+            pass
+
+        times: dict[str, list[float]] = {"unlimited": [], "limited": []}
+        sql = "SELECT id FROM mailroom.claim_batch(%s, %s)"
+        for i in range(claims):
+            if time.monotonic() - mailed_at > WINDOW_S:
+                print(f"note: stopped after {i} claims each ({WINDOW_S} s after the mailing: the minute"
+                      " window would empty)")
+                break
+            for side in (("limited", "unlimited") if i % 2 == 0 else ("unlimited", "limited")):
+                t0 = time.perf_counter()
+                rows = conns[side].execute(sql, (f"bench-{i}", BATCH), prepare=True).fetchall()
+                times[side].append((time.perf_counter() - t0) * 1000)
+                if len(rows) != BATCH:
+                    print(f"FAIL: {side}: claim {i} got {len(rows)} rows of {BATCH}", file=sys.stderr)
+                    return 1
+        if len(times["limited"]) < 10:
+            print("FAIL: fewer than 10 claims within the window", file=sys.stderr)
+            return 1
+
+        def p95(xs: list[float]) -> float:
+            return statistics.quantiles(xs, n=20)[-1]
+
+        print(f"{'configuration':40} {'claims':>6} {'median ms':>10} {'p95 ms':>8}")
+        for side, label in (("unlimited", "no domain limit"),
+                            ("limited", f"default limit, {domains:,} domains mailed")):
+            print(f"{label:40} {len(times[side]):6} {statistics.median(times[side]):10.2f} {p95(times[side]):8.2f}")
+        med = statistics.median(times["limited"]) / statistics.median(times["unlimited"])
+        tail = p95(times["limited"]) / p95(times["unlimited"])
+        target(f"claim of {BATCH} with a default domain limit and {domains:,} recently mailed domains"
+               " <= 2 x the same claim with no limit (median)",
+               f"{med:.2f} x ({statistics.median(times['limited']):.2f} ms vs"
+               f" {statistics.median(times['unlimited']):.2f} ms; p95 {tail:.2f} x)", med <= 2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

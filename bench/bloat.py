@@ -135,7 +135,8 @@ def main() -> int:
         defaults = defaults_sql(c)
     print(f"mailroom bench: bloat after draining {n:,} mails, {DRAINERS} connections, claims of {DRAIN_BATCH}")
     print("PostgreSQL defaults: " + "; ".join(" ".join(st.split()) for st in defaults))
-    print("as deployed: the per-table settings of deploy/queue_autovacuum.sql, and autovacuum_naptime = 10s")
+    print("as deployed: the per-table settings deployed on mailroom.queue, contents and attempts,"
+          " and autovacuum_naptime = 10s")
     results = [run("PostgreSQL defaults", n, defaults)]
     server = _server_url()
     with psycopg.connect(server, autocommit=True) as c:

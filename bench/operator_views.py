@@ -121,18 +121,31 @@ def main() -> None:
                 " (SELECT count(*) FROM mailroom.attempts)").fetchone()
             print(f"filled {counts[0]:,} mails ({counts[1]:,} live) and {counts[2]:,} ledger rows in {fill:.1f} s")
             print(f"{'query':40} {'ms (best of 3)':>15} {'rows':>8}")
+            failed = []
             for label, sql in QUERIES:
                 best, rows = float("inf"), 0
-                for _ in range(3):
-                    t = time.perf_counter()
-                    rows = len(conn.execute(sql).fetchall())
-                    best = min(best, time.perf_counter() - t)
+                try:
+                    for _ in range(3):
+                        t = time.perf_counter()
+                        rows = len(conn.execute(sql).fetchall())
+                        best = min(best, time.perf_counter() - t)
+                except psycopg.Error as e:  # one missing view should not hide the others' figures
+                    failed.append(label)
+                    print(f"{label:40} {'error':>15} {str(e).splitlines()[0]}")
+                    continue
                 print(f"{label:40} {best * 1000:15.1f} {rows:8}")
             t = time.perf_counter()
-            cur = conn.execute("SELECT * FROM mailroom.prune('30 days')")
-            pruned = cur.fetchone()
-            print(f"{'prune (one call, default batches)':40} {(time.perf_counter() - t) * 1000:15.1f} "
-                  + " ".join(f"{d.name}={v}" for d, v in zip(cur.description, pruned)))
+            try:
+                cur = conn.execute("SELECT * FROM mailroom.prune('30 days')")
+                pruned = cur.fetchone()
+                print(f"{'prune (one call, default batches)':40} {(time.perf_counter() - t) * 1000:15.1f} "
+                      + " ".join(f"{d.name}={v}" for d, v in zip(cur.description, pruned)))
+            except psycopg.Error as e:
+                failed.append("prune")
+                print(f"{'prune (one call, default batches)':40} {'error':>15} {str(e).splitlines()[0]}")
+            if failed:
+                print(f"FAIL: {', '.join(failed)}", file=sys.stderr)
+                sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,32 @@ def machine() -> list[str]:
             f"- load average at start: {load}"]
 
 
+def checkout() -> list[str]:
+    """The commit measured, and which of the core* branches it contains at
+    their current heads (merged in to measure them together)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    head = git("log", "-1", "--format=%h %s")
+    if not head:
+        return []
+    branch = git("rev-parse", "--abbrev-ref", "HEAD")
+    lines = [f"- checkout: {branch} at {head[:110]}{' (uncommitted changes)' if git('status', '--porcelain', '--untracked-files=no') else ''}"]
+    # The v0.4 queue-core branches (core, core-hot, ...), written in parallel.
+    contained = [b for b in git("branch", "--list", "core*", "--format=%(refname:short)", "--merged", "HEAD").split()
+                 if b != branch]
+    behind = [b for b in git("branch", "--list", "core*", "--format=%(refname:short)", "--no-merged", "HEAD").split()
+              if b != branch]
+    if contained:
+        lines.append(f"- contains the current heads of: {', '.join(contained)}")
+    if behind:
+        lines.append(f"- does not contain (the current heads of): {', '.join(behind)}")
+    return lines
+
+
 def server() -> list[str]:
     with psycopg.connect(_server_url(), autocommit=True) as c:
         version = c.execute("SELECT version()").fetchone()[0]
@@ -110,7 +136,7 @@ def main() -> int:
     started = dt.datetime.now(dt.timezone.utc)
     head = [f"# make bench{' QUICK=1' if args.quick else ''}: {started:%Y-%m-%d %H:%M} UTC", "",
             f"- mode: {mode}; scripts: {', '.join(p.name for p in scripts)}",
-            *machine(), *versions(), *server(),
+            *checkout(), *machine(), *versions(), *server(),
             "Absolute figures are for information only (shared machine); the ratios compare two",
             "sides measured in the same run on the same cluster.", ""]
     out = Path(args.output)

@@ -38,7 +38,12 @@ after it. Records and full-page images per mail (pg_stat_wal) are printed
 for the pgbench sides (its counters are exact once the clients exit).
 
 Every side drains freshly loaded rows; baseline, limit and the others take
-turns, and ratios are taken within each round (median over rounds). Runners
+turns, and ratios are taken within each round (median over rounds). In a
+round the pgbench sides run in a palindrome (limit, queue, sql, sql+FK,
+sql+FK, sql, queue, limit; the next round in another order), each side's
+figure being the mean of its two runs, so drift in the shared machine's load
+hits every side alike; the FK's cost is the median over the back-to-back
+sql / sql+FK pairs. Runners
 start, go idle, are stopped (SIGSTOP) while the rows are loaded and continued
 (SIGCONT): the clock starts warm, as for the baseline processes. The drain
 ends at the last finish (sent_at, or the finishing ledger row's finished_at).
@@ -268,17 +273,18 @@ def main() -> int:
                 rate, w = run_baseline(url, conn, n)
                 results["baseline"].append(rate)
                 wal["baseline"].append(w)
-                order = list(pgbench_sides) if r % 2 == 0 else list(reversed(pgbench_sides))
-                for key in order:
-                    rate, w = pgbench_sides[key](url, conn, n)
-                    results[key].append(rate)
-                    wal[key].append(w)
-                fk_pairs.append((results["sql"][-1], results["sql_fk"][-1]))
-                # The FK's cost is a few per cent at most: one more pair, in the other order.
-                extra = {}
-                for key in (("sql_fk", "sql") if order.index("sql") < order.index("sql_fk") else ("sql", "sql_fk")):
-                    extra[key] = pgbench_sides[key](url, conn, n)[0]
-                fk_pairs.append((extra["sql"], extra["sql_fk"]))
+                # The pgbench sides in a palindrome (each twice, mirrored in time:
+                # drift of the shared machine's load hits every side alike);
+                # each side's figure in a round is the mean of its two runs.
+                keys = list(pgbench_sides) if r % 2 == 0 else ["limit", "sql_fk", "sql", "queue"]
+                runs: dict[str, list] = {k: [] for k in keys}
+                for key in keys + keys[::-1]:
+                    runs[key].append(pgbench_sides[key](url, conn, n))
+                for key, got in runs.items():
+                    results[key].append(statistics.fmean(rate for rate, _ in got))
+                    wal[key].append(tuple(statistics.fmean(x) for x in zip(*(w for _, w in got))))
+                # The FK's cost is a few per cent at most: the sides run back to back.
+                fk_pairs.extend((a[0], b[0]) for a, b in zip(runs["sql"], runs["sql_fk"]))
                 rate, c, w = run_mailroom(url, conn, n, procs, f"null{r}")
                 results["null"].append(rate)
                 cpu["null"].append(c)

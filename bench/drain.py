@@ -39,10 +39,10 @@ for the pgbench sides (its counters are exact once the clients exit).
 
 Every side drains freshly loaded rows; baseline, limit and the others take
 turns, and ratios are taken within each round (median over rounds). In a
-round the pgbench sides run in a palindrome (limit, queue, sql, sql+FK,
-sql+FK, sql, queue, limit; the next round in another order), each side's
-figure being the mean of its two runs, so drift in the shared machine's load
-hits every side alike; the FK's cost is the median over the back-to-back
+round the pgbench sides run in a palindrome around the runners' null://
+drain (limit, queue, sql, sql+FK, null://, sql+FK, sql, queue, limit; the
+next round in another order), each pgbench side's figure being the mean of
+its two runs, so drift in the shared machine's load hits every side alike; the FK's cost is the median over the back-to-back
 sql / sql+FK pairs. Runners
 start, go idle, are stopped (SIGSTOP) while the rows are loaded and continued
 (SIGCONT): the clock starts warm, as for the baseline processes. The drain
@@ -277,18 +277,21 @@ def main() -> int:
                 # drift of the shared machine's load hits every side alike);
                 # each side's figure in a round is the mean of its two runs.
                 keys = list(pgbench_sides) if r % 2 == 0 else ["limit", "sql_fk", "sql", "queue"]
+                # The runners' drain sits at the palindrome's centre.
                 runs: dict[str, list] = {k: [] for k in keys}
-                for key in keys + keys[::-1]:
-                    runs[key].append(pgbench_sides[key](url, conn, n))
+                for key in keys + ["null"] + keys[::-1]:
+                    if key == "null":
+                        rate, c, w = run_mailroom(url, conn, n, procs, f"null{r}")
+                        results["null"].append(rate)
+                        cpu["null"].append(c)
+                        wal["null"].append((w,))
+                    else:
+                        runs[key].append(pgbench_sides[key](url, conn, n))
                 for key, got in runs.items():
                     results[key].append(statistics.fmean(rate for rate, _ in got))
                     wal[key].append(tuple(statistics.fmean(x) for x in zip(*(w for _, w in got))))
-                # The FK's cost is a few per cent at most: the sides run back to back.
+                # sql and sql_fk run back to back (twice): the FK's cost, pair by pair.
                 fk_pairs.extend((a[0], b[0]) for a, b in zip(runs["sql"], runs["sql_fk"]))
-                rate, c, w = run_mailroom(url, conn, n, procs, f"null{r}")
-                results["null"].append(rate)
-                cpu["null"].append(c)
-                wal["null"].append((w,))
         with mailroom_runners(url, "null://?render=1", WORKERS, *IDLE, name="drain") as procs:
             rate, c, w = run_mailroom(url, conn, n, procs, "render")
             results["render"].append(rate)

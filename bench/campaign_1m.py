@@ -12,8 +12,8 @@ empty tables after a CHECKPOINT:
   + indexes   the same into a copy WITH contents' indexes and CHECK constraints
               (LIKE ... INCLUDING ALL): what index maintenance alone costs
   contents + queue  the same rows straight into the v0.4 tables as the owner,
-              one statement: each mail's contents row (indexes, checks, the
-              campaign foreign key) and its narrow queue row: the floor of
+              one statement: each mail's contents row (its indexes, checks and any
+              foreign key) and its narrow queue row: the floor of
               any enqueue_campaign that writes v0.4's two rows per mail
   enqueue_campaign  the real call as mailroom_app (query run as the caller,
               staging, address check, suppressions, send windows)
@@ -101,7 +101,7 @@ def main() -> int:
         for _ in range(args.rounds):
             conn.execute("TRUNCATE public.bare, public.bare_indexed, mailroom.campaigns CASCADE")
             conn.execute(EMPTY_QUEUE)
-            # A campaign row for the direct insert's foreign key.
+            # A campaign row the direct inserts' rows belong to.
             conn.execute("SET ROLE mailroom_app")
             conn.execute("SELECT mailroom.enqueue_campaign('direct', 'digest', 'SELECT 1 AS recipient_id,"
                          " ''x@example.org'' AS email WHERE false')")
@@ -128,7 +128,7 @@ def main() -> int:
             print(f"{label:18} {secs:8.2f} {secs / bare:7.2f} {secs / n * 1e6:7.1f}")
         print(f"{'re-run':18} {rerun:8.2f} {rerun / bare:7.2f}   ({again} added)")
         print(f"index maintenance (+ indexes - bare): {best['+ indexes'] - bare:.2f} s;"
-              f" the queue rows, foreign key etc. (contents + queue - + indexes):"
+              f" the queue rows and whatever contents carries (contents + queue - + indexes):"
               f" {best['contents + queue'] - best['+ indexes']:.2f} s;"
               f" enqueue_campaign's own work (enqueue_campaign - contents + queue):"
               f" {best['enqueue_campaign'] - best['contents + queue']:.2f} s")

@@ -66,14 +66,19 @@ def _template(server: str) -> str:
 
 
 @contextmanager
-def scratch_database(name: str):
+def scratch_database(name: str, synchronous_commit: str | None = None):
     """Yield the URL of a fresh database `name` with mailroom deployed by
-    Sqitch (a clone of the bench template database); drop it after."""
+    Sqitch (a clone of the bench template database); drop it after.
+    synchronous_commit: set for every connection to it (ALTER DATABASE);
+    None keeps the cluster's (the embedded development cluster runs off;
+    issue 13's figures are taken with on, PostgreSQL's default)."""
     server = _server_url()
     template = _template(server)
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        if synchronous_commit is not None:
+            c.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = {synchronous_commit}')
     url = with_database(server, name)
     try:
         yield url
@@ -169,19 +174,72 @@ BENCH_TEMPLATE = ("SELECT mailroom.upsert_template('bench', 'Your order {{ n }},
                   " '<p>Hello {{ name }},</p><p>your order <b>{{ n }}</b> has shipped.</p>')")
 
 
-def load_queued(conn, n: int, tag: str = "") -> None:
-    """Empty the queue and its ledger, then store n queued mails to 50 domains
-    (template 'bench' with per-mail variables), vacuumed and analysed.
+# The v0.4 tables (deploy/table_contents.sql, table_queue.sql, split_messages.sql):
+# a mail is one row of mailroom.contents (written once) plus, while live, one
+# row of mailroom.queue (same id); a finished mail has instead one finishing
+# ledger row (attempts.finished_as). mailroom.messages is a read-only view.
+EMPTY_QUEUE = "TRUNCATE mailroom.attempts, mailroom.queue, mailroom.contents CASCADE"
+
+
+def insert_mail(conn, columns: str, select: str, params=None, run_at: str = "now()") -> None:
+    """Store queued mail as the owner, as enqueue leaves it: `select` yields
+    the contents `columns`; each row also gets its queue row (run_at = the
+    SQL expression `run_at`, which may use the contents columns as c.<col>).
     Plain INSERT: loading is not what is measured."""
-    conn.execute("TRUNCATE mailroom.attempts, mailroom.messages CASCADE")
-    conn.execute(BENCH_TEMPLATE)
     conn.execute(
-        "INSERT INTO mailroom.messages (delivery_key, to_address, template_key, template_vars)"
-        " SELECT 'bench-' || %s || '-' || g, 'user' || g || '@d' || (g %% 50) || '.example', 'bench',"
-        "        jsonb_build_object('name', 'User ' || g, 'n', g)"
-        " FROM generate_series(1, %s) g", (tag, n))
-    conn.execute("VACUUM ANALYZE mailroom.messages")
-    conn.execute("VACUUM ANALYZE mailroom.attempts")
+        f"WITH c AS (INSERT INTO mailroom.contents ({columns}) {select}"
+        "            RETURNING id, priority, sender, max_attempts, on_ambiguous, created_at)"
+        " INSERT INTO mailroom.queue (id, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)"
+        f" SELECT c.id, c.priority, {run_at}, c.sender, c.max_attempts, c.on_ambiguous, c.created_at FROM c",
+        params)
+
+
+def vacuum_analyze(conn) -> None:
+    for table in ("mailroom.contents", "mailroom.queue", "mailroom.attempts"):
+        conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def live_count(conn) -> int:
+    """Mail still queued or leased (the hot table, not the view)."""
+    return conn.execute("SELECT count(*) FROM mailroom.queue WHERE status IN ('queued', 'sending')").fetchone()[0]
+
+
+def sent_stats(conn) -> tuple[int, float | None]:
+    """(mails finished as sent, epoch of the last finish) from the finishing ledger rows."""
+    n, last = conn.execute("SELECT count(*), extract(epoch FROM max(finished_at))::float8 FROM mailroom.attempts"
+                           " WHERE finished_as = 'sent'").fetchone()
+    return n, last
+
+
+def load_queued(conn, n: int, tag: str = "") -> None:
+    """Empty the queue, its contents and the ledger, then store n queued mails
+    to 50 domains (template 'bench' with per-mail variables), vacuumed and
+    analysed. A CHECKPOINT first: the pages the load writes carry their
+    full-page images already, so WAL measured over a drain that follows is
+    the drain's own records (see wal_mark)."""
+    conn.execute("CHECKPOINT")
+    conn.execute(EMPTY_QUEUE)
+    conn.execute(BENCH_TEMPLATE)
+    insert_mail(conn, "delivery_key, to_address, template_key, template_vars",
+                "SELECT 'bench-' || %s || '-' || g, 'user' || g || '@d' || (g %% 50) || '.example', 'bench',"
+                "       jsonb_build_object('name', 'User ' || g, 'n', g)"
+                " FROM generate_series(1, %s) g", (tag, n))
+    vacuum_analyze(conn)
+
+
+def wal_mark(conn) -> tuple[int, int, int]:
+    """(WAL position in bytes, WAL records, full-page images) of the whole
+    cluster now. pg_stat_wal counts what backends flushed to the statistics:
+    exact for processes that exited (pgbench clients), lagging for live ones."""
+    return conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records, wal_fpi FROM pg_stat_wal"
+                        ).fetchone()
+
+
+def wal_since(conn, mark: tuple[int, int, int], n: int) -> tuple[float, float, float]:
+    """WAL bytes, records and full-page images per mail since `mark`, over n mails."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    now = wal_mark(conn)
+    return tuple((float(b) - float(a)) / n for a, b in zip(mark, now))
 
 
 @contextmanager

@@ -8,6 +8,7 @@ this driver and _common.py). Convention for a benchmark script:
 - builds its data in a scratch database with _common.scratch_database;
 - prints a title line, a table of figures, then one line per target:
       target <description>: <value> (ok|MISSED)
+- may print figures without a bound, one per line: figure <description>: <value>
 - exits 0 even when a target is missed (non-zero only when it broke);
 - --quick: smaller sizes, so that all scripts together finish within 3 minutes.
 
@@ -37,6 +38,8 @@ sys.path.insert(0, str(HERE))
 from _common import _server_url  # noqa: E402
 
 TARGET = re.compile(r"^\s*target (?P<what>.+?): (?P<value>.+) \((?P<verdict>ok|MISSED)\)\s*$")
+# A figure the issue asks to see without setting a bound (e.g. the ledger FK's cost).
+FIGURE = re.compile(r"^\s*figure (?P<what>.+?): (?P<value>.+?)\s*$")
 
 # Settings that change what the figures mean, shown even at their defaults.
 SETTINGS = (
@@ -69,6 +72,32 @@ def machine() -> list[str]:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return [f"- machine: {cpu}, {os.cpu_count()} cores, {ram} RAM ({platform.system()} {platform.release()})",
             f"- load average at start: {load}"]
+
+
+def checkout() -> list[str]:
+    """The commit measured, and which of the core* branches it contains at
+    their current heads (merged in to measure them together)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    head = git("log", "-1", "--format=%h %s")
+    if not head:
+        return []
+    branch = git("rev-parse", "--abbrev-ref", "HEAD")
+    lines = [f"- checkout: {branch} at {head[:110]}{' (uncommitted changes)' if git('status', '--porcelain', '--untracked-files=no') else ''}"]
+    # The v0.4 queue-core branches (core, core-hot, ...), written in parallel.
+    contained = [b for b in git("branch", "--list", "core*", "--format=%(refname:short)", "--merged", "HEAD").split()
+                 if b != branch]
+    behind = [b for b in git("branch", "--list", "core*", "--format=%(refname:short)", "--no-merged", "HEAD").split()
+              if b != branch]
+    if contained:
+        lines.append(f"- contains the current heads of: {', '.join(contained)}")
+    if behind:
+        lines.append(f"- does not contain (the current heads of): {', '.join(behind)}")
+    return lines
 
 
 def server() -> list[str]:
@@ -107,17 +136,23 @@ def main() -> int:
     started = dt.datetime.now(dt.timezone.utc)
     head = [f"# make bench{' QUICK=1' if args.quick else ''}: {started:%Y-%m-%d %H:%M} UTC", "",
             f"- mode: {mode}; scripts: {', '.join(p.name for p in scripts)}",
-            *machine(), *versions(), *server(),
+            *checkout(), *machine(), *versions(), *server(),
             "Absolute figures are for information only (shared machine); the ratios compare two",
             "sides measured in the same run on the same cluster.", ""]
     out = Path(args.output)
     sections: list[str] = []
     targets: list[tuple[str, str, str, str]] = []
+    figures: list[tuple[str, str, str]] = []
     broken: list[str] = []
 
     def write(done: bool) -> None:
         total = (dt.datetime.now(dt.timezone.utc) - started).total_seconds()
-        summary = ["## Targets", ""]
+        summary = []
+        if figures:
+            summary += ["## Figures without a bound", "", "| script | figure | value |", "| --- | --- | --- |"]
+            summary += [f"| {s} | {w} | {v} |" for s, w, v in figures]
+            summary.append("")
+        summary += ["## Targets", ""]
         if targets:
             summary += ["| script | target | value | verdict |", "| --- | --- | --- | --- |"]
             summary += [f"| {s} | {w} | {v} | {'ok' if r == 'ok' else '**MISSED**'} |" for s, w, v, r in targets]
@@ -125,7 +160,9 @@ def main() -> int:
             summary.append("(no target lines)")
         if broken:
             summary += ["", "Scripts that failed (non-zero exit): " + ", ".join(broken)]
-        summary += ["", f"Total time: {total:.0f} s{'' if done else ' (still running)'}", ""]
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        summary += ["", f"Total time: {total:.0f} s{'' if done else ' (still running)'};"
+                    f" load average {'at the end' if done else 'now'}: {load}", ""]
         out.write_text("\n".join(head + sections + summary))
 
     for script in scripts:
@@ -143,6 +180,10 @@ def main() -> int:
             m = TARGET.match(line)
             if m:
                 targets.append((script.stem, m["what"], m["value"], m["verdict"]))
+                continue
+            m = FIGURE.match(line)
+            if m:
+                figures.append((script.stem, m["what"], m["value"]))
         if rc != 0:
             broken.append(f"{script.name} (exit {rc})")
         sections += [f"## {script.name}{' --quick' if args.quick else ''} ({elapsed:.0f} s"

@@ -1,8 +1,8 @@
 """Bloat (issue 7, item 9): drain 1,000,000 mails, then table and index sizes,
 dead tuples and claim latency at the end vs the start; with PostgreSQL's
-autovacuum defaults and with the settings mailroom deploys (Sqitch change
-queue_autovacuum) plus the naptime docs/operations.md recommends ("Vacuum and
-the queue tables").
+autovacuum defaults and with the settings mailroom deploys (v0.4: on
+mailroom.queue, contents and attempts, as their tables' changes set them)
+plus the naptime docs/operations.md recommends ("Vacuum and the queue tables").
 
 Per configuration, a fresh scratch database: 1,000,000 queued mails (--quick:
 100,000) written as the owner and VACUUM ANALYZEd. Claim latency at the start
@@ -13,8 +13,8 @@ At the end: sizes, pg_stat_user_tables (dead tuples, autovacuum runs), and 20
 claims of 100 over 2,000 freshly queued mails, which sit behind every entry
 the drain left in the claim index.
 
-The defaults configuration runs queue_autovacuum's revert (RESET of the
-per-table settings) in its scratch database. The deployed configuration adds
+The defaults configuration RESETs every per-table autovacuum setting of the
+three tables in its scratch database (fillfactor stays: it is the table's shape). The deployed configuration adds
 autovacuum_naptime = 10s, a server setting: this script sets it with ALTER
 SYSTEM for that configuration only and resets it afterwards. Usage: .venv/bin/python bench/bloat.py [--quick]
 """
@@ -31,26 +31,30 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import _server_url, bench_parser, scratch_database, target  # noqa: E402
+from _common import (_server_url, bench_parser, insert_mail, scratch_database, sent_stats, target,  # noqa: E402
+                     vacuum_analyze)
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAINERS, DRAIN_BATCH, PROBES, PROBE_BATCH = 3, 1000, 20, 100
 
 
-def defaults_sql() -> list[str]:
-    """queue_autovacuum's revert: the statements that put the queue tables back
-    on PostgreSQL's autovacuum defaults."""
-    text = (ROOT / "revert" / "queue_autovacuum.sql").read_text()
-    statements = [" ".join(line for line in chunk.splitlines() if not line.strip().startswith("--")).strip()
-                  for chunk in text.split(";")]
-    return [st for st in statements if st.startswith("ALTER TABLE")]
+TABLES = ("queue", "contents", "attempts")
+
+
+def defaults_sql(conn: psycopg.Connection) -> list[str]:
+    """The statements that put the queue tables back on PostgreSQL's
+    autovacuum defaults: RESET of each per-table autovacuum setting deployed."""
+    rows = conn.execute(
+        "SELECT c.relname, array_agg(split_part(o, '=', 1) ORDER BY o) FROM pg_class c, unnest(c.reloptions) o"
+        " WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relname = ANY(%s)"
+        "   AND o LIKE 'autovacuum%%' GROUP BY c.relname ORDER BY c.relname", (list(TABLES),)).fetchall()
+    return [f"ALTER TABLE mailroom.{rel} RESET ({', '.join(opts)})" for rel, opts in rows]
 
 
 def fill(conn: psycopg.Connection, n: int, run_at: str) -> None:
-    conn.execute(
-        "INSERT INTO mailroom.messages (delivery_key, to_address, subject, body_text, run_at)"
-        " SELECT 'b-' || gen_random_uuid(), 'u' || g || '@d' || (g %% 100) || '.example', 'Hello', 'Body', "
-        + run_at + " FROM generate_series(1, %s) g", (n,))
+    insert_mail(conn, "delivery_key, to_address, subject, body_text",
+                "SELECT 'b-' || gen_random_uuid(), 'u' || g || '@d' || (g %% 100) || '.example', 'Hello', 'Body'"
+                " FROM generate_series(1, %s) g", (n,), run_at=run_at)
 
 
 def claim_and_mark(conn: psycopg.Connection, worker: str, limit: int) -> int:
@@ -72,7 +76,7 @@ def probe(conn: psycopg.Connection) -> list[float]:
         if n != PROBE_BATCH:
             raise RuntimeError(f"probe claim got {n} rows")
     conn.execute("SELECT mailroom.mark_outcomes(jsonb_agg(jsonb_build_object('id', id, 'token', lease_token,"
-                 " 'outcome', 'sent'))) FROM mailroom.messages WHERE status = 'sending'")
+                 " 'outcome', 'sent'))) FROM mailroom.queue WHERE status = 'sending'")
     return times
 
 
@@ -81,12 +85,12 @@ def stats(conn: psycopg.Connection) -> list[tuple]:
     return conn.execute(
         """
         SELECT s.relname, pg_relation_size(s.relid), pg_indexes_size(s.relid),
-               pg_relation_size('mailroom.messages_claim_idx'), s.n_live_tup, s.n_dead_tup,
+               pg_relation_size('mailroom.queue_claim_idx'), s.n_live_tup, s.n_dead_tup,
                s.autovacuum_count, s.n_tup_hot_upd, s.n_tup_upd
         FROM pg_stat_user_tables s
-        WHERE s.schemaname = 'mailroom' AND s.relname IN ('messages', 'attempts')
-        ORDER BY s.relname DESC
-        """).fetchall()
+        WHERE s.schemaname = 'mailroom' AND s.relname = ANY(%s)
+        ORDER BY array_position(%s, s.relname::text)
+        """, (list(TABLES), list(TABLES))).fetchall()
 
 
 def run(label: str, n: int, settings: list[str]) -> dict:
@@ -94,8 +98,7 @@ def run(label: str, n: int, settings: list[str]) -> dict:
         for statement in settings:
             conn.execute(statement)
         fill(conn, n, "now() - interval '1 hour'")
-        conn.execute("VACUUM ANALYZE mailroom.messages")
-        conn.execute("VACUUM ANALYZE mailroom.attempts")
+        vacuum_analyze(conn)
         start = probe(conn)
         t0 = time.perf_counter()
         errors: list[BaseException] = []
@@ -116,7 +119,7 @@ def run(label: str, n: int, settings: list[str]) -> dict:
         if errors:
             raise errors[0]
         drained = time.perf_counter() - t0
-        sent = conn.execute("SELECT count(*) FROM mailroom.messages WHERE status = 'sent'").fetchone()[0]
+        sent = sent_stats(conn)[0]
         time.sleep(1.5)  # let the statistics of the drain connections arrive
         after = stats(conn)
         fill(conn, PROBES * PROBE_BATCH, "now()")
@@ -128,10 +131,12 @@ def run(label: str, n: int, settings: list[str]) -> dict:
 def main() -> int:
     args = bench_parser(__doc__).parse_args()
     n = 100_000 if args.quick else 1_000_000
-    defaults = defaults_sql()
+    with scratch_database("mailroom_bench_bloat") as url, psycopg.connect(url, autocommit=True) as c:
+        defaults = defaults_sql(c)
     print(f"mailroom bench: bloat after draining {n:,} mails, {DRAINERS} connections, claims of {DRAIN_BATCH}")
     print("PostgreSQL defaults: " + "; ".join(" ".join(st.split()) for st in defaults))
-    print("as deployed: the per-table settings of deploy/queue_autovacuum.sql, and autovacuum_naptime = 10s")
+    print("as deployed: the per-table settings deployed on mailroom.queue, contents and attempts,"
+          " and autovacuum_naptime = 10s")
     results = [run("PostgreSQL defaults", n, defaults)]
     server = _server_url()
     with psycopg.connect(server, autocommit=True) as c:
@@ -150,7 +155,7 @@ def main() -> int:
     for r in results:
         for rel, heap, idx, claim, live, dead, av, hot, upd in r["stats"]:
             print(f"{r['label']:22} {rel:9} {heap / mb:8.1f} {idx / mb:7.1f} "
-                  f"{(claim / mb if rel == 'messages' else 0):12.2f} {live:9,} {dead:9,} {av:7} "
+                  f"{(claim / mb if rel == 'queue' else 0):12.2f} {live:9,} {dead:9,} {av:7} "
                   f"{(100 * hot / upd if upd else 0):6.1f}")
     print(f"{'configuration':22} {'claim ms start':>15} {'claim ms end':>13} {'end/start':>9}   (median of {PROBES} claims of {PROBE_BATCH})")
     for r in results:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import bench_parser, scratch_database  # noqa: E402
+from _common import EMPTY_QUEUE, bench_parser, scratch_database, vacuum_analyze  # noqa: E402
 
 QUEUED, CLAIMS, BATCH = 60_000, 200, 100
 
@@ -37,13 +37,14 @@ def main() -> int:
     print(f"{'configuration':32} {'median ms':>10} {'p95 ms':>8}")
     with scratch_database("mailroom_bench_claim") as url, psycopg.connect(url, autocommit=True) as conn:
         for label, setup in CONFIGURATIONS:
-            conn.execute("TRUNCATE mailroom.messages, mailroom.senders, mailroom.rate_limits CASCADE")
+            conn.execute("TRUNCATE mailroom.senders, mailroom.rate_limits CASCADE")
+            conn.execute(EMPTY_QUEUE)
             conn.execute("DELETE FROM mailroom.domain_limits")
             conn.execute("INSERT INTO mailroom.domain_limits (domain) VALUES ('*')")
             conn.execute(
                 "SELECT mailroom.enqueue('u' || g || '@d' || (g %% 50) || '.example', 'Hi', 'Body')"
                 " FROM generate_series(1, %s) g", (QUEUED,))
-            conn.execute("VACUUM ANALYZE mailroom.messages")
+            vacuum_analyze(conn)
             for statement in setup:
                 conn.execute(statement)
             times = []

@@ -55,8 +55,9 @@ def main() -> int:
             while sink.count() < n and time.monotonic() < deadline:
                 time.sleep(0.05)
             claimed = dict(conn.execute(
-                "SELECT delivery_key, extract(epoch FROM min(claimed_at))::float8 FROM mailroom.attempts"
-                " GROUP BY delivery_key").fetchall())
+                "SELECT c.delivery_key, extract(epoch FROM min(a.claimed_at))::float8"
+                " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id"
+                " GROUP BY c.delivery_key").fetchall())
         with sink.recorder.lock:
             arrivals = {rcpt: t for t, rcpt in sink.recorder.arrivals}
     to_claim = [(claimed[k] - t) * 1000 for k, t in committed.items() if k in claimed]

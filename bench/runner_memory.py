@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_queued, mailroom_runners, peak_rss_mb, scratch_database, sink_process  # noqa: E402
+from _common import live_count, load_queued, mailroom_runners, peak_rss_mb, scratch_database, sink_process  # noqa: E402
 
 TARGET_MB = 80.0
 
@@ -31,8 +31,7 @@ def main() -> int:
                 load_queued(conn, n, f"c{concurrency}")
                 conn.execute("NOTIFY mailroom, 'default'")
                 t0 = time.monotonic()
-                while conn.execute("SELECT count(*) FROM mailroom.messages WHERE status IN ('queued', 'sending')"
-                                   ).fetchone()[0]:
+                while live_count(conn):
                     if time.monotonic() - t0 > 300:
                         raise RuntimeError("drain did not finish in 300 s")
                     time.sleep(0.1)

@@ -246,9 +246,11 @@ BEGIN
     PERFORM mailroom._zone_check(v_zone, 'recipients.time_zone');
   END LOOP;
 
-  -- A re-run skips known recipients with an anti-join on contents'
-  -- (campaign_id, recipient_id) index; a first run needs none (see v0.2.0:
-  -- a planner that takes the table for empty rescans it per recipient).
+  -- A re-run skips known recipients with an anti-join on the delivery key
+  -- (a campaign's mail is keyed 'campaign:<id>:<recipient_id>', a CHECK of
+  -- contents; the same probe skips a key enqueue() already took); a first
+  -- run needs none (see v0.2.0: a planner that takes the table for empty
+  -- rescans it per recipient).
   v_rerun := EXISTS (SELECT FROM mailroom.contents c WHERE c.campaign_id = v_c.id);
 
   -- One statement for every recipient: one INSERT into contents, one into
@@ -266,7 +268,7 @@ BEGIN
   -- key already used raise unique_violation: the subtransaction is undone and
   -- the fallback below writes the same rows with ON CONFLICT DO NOTHING.
   v_known := CASE WHEN v_rerun THEN
-    'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.campaign_id = $1 AND k.recipient_id = r.recipient_id)'
+    'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = ''campaign:'' || $1 || '':'' || r.recipient_id)'
     ELSE '' END;
   -- The fast path gives every row its id up front, so the queue and the
   -- ledger rows come from the same source as the contents rows (no RETURNING

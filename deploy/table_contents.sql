@@ -27,7 +27,11 @@ CREATE TABLE mailroom.contents (
   delivery_key   text NOT NULL,
   sender         text NOT NULL DEFAULT 'default',
   to_address     text NOT NULL,
-  to_domain      text GENERATED ALWAYS AS (lower(substring(to_address FROM '@([^@]*)$'))) STORED,
+  -- what follows the last @ (NULL without one), lower-cased: the same value
+  -- as lower(substring(to_address FROM '@([^@]*)$')), without a regular
+  -- expression whose capture group cost ~4 us a row of every insert.
+  to_domain      text GENERATED ALWAYS AS (
+                   CASE WHEN strpos(to_address, '@') > 0 THEN lower(split_part(to_address, '@', -1)) END) STORED,
   subject        text,
   body_text      text,
   body_html      text,

@@ -1,6 +1,6 @@
 -- Tests for mailroom:table_contents
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 
 SELECT has_table('mailroom', 'contents', 'the content table exists');
 SELECT table_owner_is('mailroom', 'contents', 'mailroom_owner', 'owned by the owner role');
@@ -20,6 +20,11 @@ VALUES ('campaign:7:r1', 'a@example.com', 't', 7, 'r1');
 SELECT throws_ok($$INSERT INTO mailroom.contents (delivery_key, to_address, template_key, campaign_id, recipient_id)
                    VALUES ('campaign:7:r1', 'b@example.com', 't', 7, 'r1')$$,
   '23505', NULL, 'a campaign mails a recipient once: enqueue_campaign keys its mail campaign:<id>:<recipient_id>, the delivery key is unique');
+SELECT is((SELECT array_agg(CASE WHEN strpos(a, '@') > 0 THEN lower(split_part(a, '@', -1)) END ORDER BY a)
+           FROM unnest(ARRAY['Ann@Example.COM', 'a@b@C.de', 'no-at', 'x@', '@Y.org', 'jürgen@BÜCHER.example']) a),
+          (SELECT array_agg(lower(substring(a FROM '@([^@]*)$')) ORDER BY a)
+           FROM unnest(ARRAY['Ann@Example.COM', 'a@b@C.de', 'no-at', 'x@', '@Y.org', 'jürgen@BÜCHER.example']) a),
+  'to_domain''s expression gives what the regular expression gave (after the last @, NULL without one)');
 SET LOCAL ROLE mailroom_app;
 SELECT throws_ok($$SELECT count(*) FROM mailroom.contents$$, '42501', NULL, 'applications cannot read it directly');
 RESET ROLE;

@@ -49,27 +49,47 @@ DROP FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, t
 -- invisible code points, a dotted domain whose top label ends in a letter,
 -- no reserved "ab--" labels. enqueue uses it as its fast check too, and calls
 -- _check_address (which raises) only when it is false.
+--
+-- It is two tests joined by OR. The first accepts the common plain-ASCII
+-- address with one regular expression and three cheap position tests; it
+-- only ever says true for an address the second also accepts (each of its
+-- parts implies one of the second's, said beside it), so the OR is exactly
+-- the second, which is the full rule. A million campaign recipients pay
+-- about 1.5 s less (bench/campaign_1m.py); tests/test_hostile_properties.py
+-- holds the whole function against _check_address.
 CREATE OR REPLACE FUNCTION mailroom._address_ok(p_address text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
   SELECT p_address IS NOT NULL
      AND octet_length(p_address) <= 254
-     AND p_address !~ '[[:space:][:cntrl:]]'
-     AND octet_length(split_part(p_address, '@', 1)) <= 64
-     AND position('.' IN split_part(p_address, '@', 2)) > 0
-     AND split_part(p_address, '@', 2) ~ '[A-Za-z\u0080-\U0010FFFF]$'
-     AND split_part(p_address, '@', 2) !~* '(^|\.)([^.x][^.]|x[^.n])--'
      AND (
-       -- fast path for plain ASCII addresses (the full pattern's bounded
-       -- repetitions cost ~7 s per million rows, this ~1.5 s) ...
-       (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$'
-        AND split_part(p_address, '@', 2) !~ '(^|\.)-|-(\.|$)'
-        AND (length(split_part(p_address, '@', 2)) < 64 OR split_part(p_address, '@', 2) !~ '[^.]{64}'))
-       -- ... else the full rule, non-ASCII included, without validation's
-       -- invisible, format, C1-control, private-use and non-character code points
-       OR (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+)*@([A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)(\.[A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)*$'
-           AND p_address !~ '[\u0080-\u009F\u00A0\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u1680\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uE000-\uF8FF\uFDD0-\uFDEF\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFF\U000E0000-\U000E0FFF\U000F0000-\U0010FFFF]'))
+       -- the plain-ASCII shortcut:
+       -- * the pattern: only ASCII (no space, control or invisible code point);
+       --   exactly one @; a dot-atom local part; a domain of at least two
+       --   non-empty labels of letters, digits and inner hyphens (none at a
+       --   label's start or end), the top one ending in a letter;
+       (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+)*@([A-Za-z0-9]+(-+[A-Za-z0-9]+)*\.)+([A-Za-z0-9]+-+)*[A-Za-z0-9]*[A-Za-z]$'
+        -- * a local part of at most 64 octets (ASCII: one octet a character);
+        AND strpos(p_address, '@') <= 65
+        -- * no reserved "ab--" label (only looked for when there is a "--");
+        AND (strpos(p_address, '--') = 0 OR split_part(p_address, '@', 2) !~* '(^|\.)([^.x][^.]|x[^.n])--')
+        -- * no label over 63 (only looked for in a domain of 64 or more).
+        AND (octet_length(p_address) - strpos(p_address, '@') < 64 OR split_part(p_address, '@', 2) !~ '[^.]{64}'))
+       -- the full rule, for everything else:
+       OR (p_address !~ '[[:space:][:cntrl:]]'
+           AND octet_length(split_part(p_address, '@', 1)) <= 64
+           AND position('.' IN split_part(p_address, '@', 2)) > 0
+           AND split_part(p_address, '@', 2) ~ '[A-Za-z\u0080-\U0010FFFF]$'
+           AND split_part(p_address, '@', 2) !~* '(^|\.)([^.x][^.]|x[^.n])--'
+           AND (
+             (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$'
+              AND split_part(p_address, '@', 2) !~ '(^|\.)-|-(\.|$)'
+              AND (length(split_part(p_address, '@', 2)) < 64 OR split_part(p_address, '@', 2) !~ '[^.]{64}'))
+             -- non-ASCII included, without validation's invisible, format,
+             -- C1-control, private-use and non-character code points
+             OR (p_address ~ '^[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+(\.[A-Za-z0-9!#$%&''*+/=?^_`{|}~\u0080-\U0010FFFF-]+)*@([A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)(\.[A-Za-z0-9\u0080-\U0010FFFF]([A-Za-z0-9\u0080-\U0010FFFF-]{0,61}[A-Za-z0-9\u0080-\U0010FFFF])?)*$'
+                 AND p_address !~ '[\u0080-\u009F\u00A0\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u1680\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uE000-\uF8FF\uFDD0-\uFDEF\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFF\U000E0000-\U000E0FFF\U000F0000-\U0010FFFF]'))))
 $$;
 COMMENT ON FUNCTION mailroom._address_ok(text) IS
   'Internal: true when the value is a plain email address by the rules of _check_address (which raises instead).';
@@ -226,9 +246,11 @@ BEGIN
     PERFORM mailroom._zone_check(v_zone, 'recipients.time_zone');
   END LOOP;
 
-  -- A re-run skips known recipients with an anti-join on contents'
-  -- (campaign_id, recipient_id) index; a first run needs none (see v0.2.0:
-  -- a planner that takes the table for empty rescans it per recipient).
+  -- A re-run skips known recipients with an anti-join on the delivery key
+  -- (a campaign's mail is keyed 'campaign:<id>:<recipient_id>', a CHECK of
+  -- contents; the same probe skips a key enqueue() already took); a first
+  -- run needs none (see v0.2.0: a planner that takes the table for empty
+  -- rescans it per recipient).
   v_rerun := EXISTS (SELECT FROM mailroom.contents c WHERE c.campaign_id = v_c.id);
 
   -- One statement for every recipient: one INSERT into contents, one into
@@ -246,7 +268,7 @@ BEGIN
   -- key already used raise unique_violation: the subtransaction is undone and
   -- the fallback below writes the same rows with ON CONFLICT DO NOTHING.
   v_known := CASE WHEN v_rerun THEN
-    'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.campaign_id = $1 AND k.recipient_id = r.recipient_id)'
+    'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = ''campaign:'' || $1 || '':'' || r.recipient_id)'
     ELSE '' END;
   -- The fast path gives every row its id up front, so the queue and the
   -- ledger rows come from the same source as the contents rows (no RETURNING

@@ -135,6 +135,28 @@ def test_hostile_property_address_validator_agrees_with_email_validator(conn, ad
                        f"email-validator {'accepts' if ref else 'refuses (' + ref_msg + ')'}")
 
 
+
+# _address_ok opens with a plain-ASCII shortcut (one pattern, three position
+# tests) that may only say true where the full rule does. These sit at each
+# edge of the shortcut's parts; the property test above covers the rest.
+SHORTCUT_EDGES = [
+    "ann@example.com", "a-b@x-y.example.com", "a--b@x.de", "a.b.c@d.e.example",
+    ".a@x.com", "a.@x.com", "a..b@x.com", "a@.x.com", "a@x..com", "a@x.com.", "a@x.com-",
+    "a@-x.com", "a@x-.com", "a@x.-com", "a@x.c-m", "a@x.co-m", "a@x.com1", "a@x.1com", "a@x.123", "a@x",
+    "a@ab--cd.de", "a@xn--nicode-2ya.de", "a@xa--cd.de", "a@ab--cd", "a@x.ab--cd", "a@x--y.de", "a@a--.de",
+    "a@" + "b" * 63 + ".de", "a@" + "b" * 64 + ".de", "a@x." + "b" * 63, "a@x." + "b" * 64,
+    "a" * 64 + "@x.de", "a" * 65 + "@x.de", "a@" + ".".join(["b" * 60] * 4) + ".de",
+    "a@" + ".".join(["b" * 61] * 4) + ".de", "@x.de", "a@@x.de", "a@b@x.de", "a b@x.de", "a@x.d e",
+    "ab\u200b@x.de", "jürgen@bücher.example", "a@x.DE", "A_B+c=d?{e}@EXAMPLE.ORG", "a@1.2.3.4", "a@x.c_m",
+]
+
+
+@pytest.mark.parametrize("address", SHORTCUT_EDGES)
+def test_address_ok_shortcut_agrees_with_check_address_at_its_edges(conn, address):
+    ours, our_msg = mailroom_accepts(conn, address)
+    fast = conn.execute("SELECT mailroom._address_ok(%s) AS ok", [address]).fetchone()["ok"]
+    assert fast == ours, f"{address!r}: _address_ok says {fast}, _check_address {'accepts' if ours else our_msg}"
+
 # ---------------------------------------------------------------------------
 # (b) the cron rule: mailroom.next_occurrence against croniter + zoneinfo
 

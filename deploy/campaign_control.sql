@@ -2,8 +2,8 @@
 -- requires: campaign_control@v0.3.0
 -- requires: split_messages
 
--- v0.4: a campaign's mail is found through contents' (campaign_id,
--- recipient_id) index and its live rows in mailroom.queue by id. What a pause
+-- v0.4: a campaign's mail is found through contents' campaign index
+-- (contents_campaign_idx) and its live rows in mailroom.queue by id. What a pause
 -- or a cancel guarantees no longer depends on this file: claim_batch's gate
 -- reads the campaign's status for every mail it is about to hand out (a
 -- paused campaign's mail is parked as paused, a cancelled one's finished as
@@ -194,7 +194,7 @@ COMMENT ON FUNCTION mailroom.finish_campaigns() IS
   'Housekeeping (pg_cron job mailroom-materialize): mark active campaigns with nothing queued, sending or paused as done. Returns how many.';
 
 -- Per campaign, from the tables (not the messages view): its contents rows
--- by the (campaign_id, recipient_id) index, each one's live queue row by
+-- by contents_campaign_idx, each one's live queue row by
 -- primary key, or else its finishing ledger row by attempts_finished_idx.
 CREATE VIEW mailroom.campaign_progress AS
 SELECT k.id AS campaign_id,

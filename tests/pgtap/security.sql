@@ -116,7 +116,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_schedule_retime(mailroom.schedules, mailroom.schedules, timestamp with time zone)', '', 'definer'),
   ('_schedule_set_active(text, boolean, timestamp with time zone)', '', 'definer'),
   ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, timestamp with time zone)', '', 'definer'),
-  ('_send_budgets(text[], integer[], interval[], timestamp with time zone)', '', 'definer'),
+  ('_send_budgets(text, text[], integer[], integer[], timestamp with time zone)', '', 'definer'),
   ('_send_rate_available(text, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_send_rate_record(text[], integer[], interval[], timestamp with time zone)', '', 'definer'),
   ('_send_rate_retry_after(text, timestamp with time zone)', '', 'definer'),

@@ -146,3 +146,15 @@ def test_null_transport_renders_only_when_asked(db_url, conn, url, expected):
         assert r.wait() == 0, r.log()
     rows = conn.execute("SELECT to_address, status, status_reason FROM mailroom.messages ORDER BY id").fetchall()
     assert [(m["to_address"], m["status"]) for m in rows] == [("a@example.com", expected), ("b@example.com", "sent")]
+
+
+def test_runner_works_on_a_database_whose_default_isolation_is_repeatable_read(db_url, conn, sink):
+    # claim_batch and mark_outcomes refuse anything but READ COMMITTED (0A000):
+    # the runner must not inherit a stricter database default.
+    database = conn.execute("SELECT current_database() AS d").fetchone()["d"]
+    conn.execute(f'ALTER DATABASE "{database}" SET default_transaction_isolation = \'repeatable read\'')
+    enqueue(conn, "rr@example.com", subject="s", body_text="b")
+    with RunnerProcess(db_url, sink.url(), "--exit-when-idle", *FAST) as r:
+        assert r.wait() == 0, r.log()
+    assert statuses(conn) == {"sent": 1}
+    assert [m["rcpt_tos"][0] for m in sink.messages] == ["rr@example.com"]

@@ -299,8 +299,11 @@ class Runner:
     # -- set-up ----------------------------------------------------------------------
     def _conn_kwargs(self, lock_timeout_ms: int | None = None) -> dict:
         timeout_ms = int(self.s.db_timeout * 1000)
+        # READ COMMITTED whatever the database's default: claim_batch, mark_outcomes,
+        # release, extend_lease and reclaim refuse anything else (0A000).
         options = (f"{self._dsn_options} -c statement_timeout={timeout_ms}"
-                   f" -c lock_timeout={lock_timeout_ms or timeout_ms}").strip()
+                   f" -c lock_timeout={lock_timeout_ms or timeout_ms}"
+                   r" -c default_transaction_isolation=read\ committed").strip()
         return {"autocommit": True, "row_factory": dict_row, "options": options,
                 "application_name": f"mailroom-run {self.s.worker}"[:63]}
 

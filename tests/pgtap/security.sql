@@ -32,9 +32,10 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
+  ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
-  ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text)', 'app', 'definer'),
-  ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'caller'),
+  ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),
+  ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'caller'),
   ('enqueues_settled()', 'runner', 'definer'),
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
@@ -63,21 +64,23 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('runner_gone(text, uuid)', 'runner', 'definer'),
   ('runner_warnings()', 'operator', 'definer'),
   ('schedule_set_active(text, boolean)', 'app,operator', 'definer'),
-  ('schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text)', 'app', 'definer'),
+  ('schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, text)', 'app', 'definer'),
   ('send_rate_retry_after(text)', 'runner', 'definer'),
   ('set_domain_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_sender_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_setting(text, text)', 'operator', 'definer'),
-  ('suppress(text, text, text)', 'app,operator', 'definer'),
-  ('unsuppress(text)', 'app,operator', 'definer'),
+  ('suppress(text, text, text, text)', 'app,operator', 'definer'),
+  ('unsubscribe(text, text, bigint, text)', 'unsubscribe', 'definer'),  -- the unsubscribe service's one right (deploy/unsubscribe.sql)
+  ('unsuppress(text, text)', 'app,operator', 'definer'),
   ('upsert_template(text, text, text, text)', 'app,operator', 'definer'),
   ('_address_key(text)', '', 'unpinned'),
   ('_address_ok(text)', '', 'unpinned'),
   ('_cache_lock_id(text)', '', 'unpinned'),
   ('_campaign_fill(bigint)', 'app', 'definer'),
   ('_campaign_lock(bigint)', '', 'definer'),
-  ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'definer'),
+  ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
+  ('_check_stream(text)', '', 'definer'),
   ('_check_body(text, text)', '', 'invoker'),
   ('_check_header_text(text, text)', '', 'invoker'),
   ('_check_headers(jsonb)', '', 'invoker'),
@@ -87,7 +90,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_check_send_rate(integer, integer)', '', 'invoker'),
   ('_check_setting(text, text)', '', 'invoker'),
   ('_claim_batch(text, integer, interval, text, timestamp with time zone)', '', 'definer'),
-  ('_claim_gate(text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
+  ('_claim_gate(text, text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),
   ('_cron_value(text, text, integer, integer, text[])', '', 'definer'),
@@ -115,7 +118,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_schedule_delivery_key(bigint, timestamp with time zone, text, text)', '', 'invoker'),
   ('_schedule_retime(mailroom.schedules, mailroom.schedules, timestamp with time zone)', '', 'definer'),
   ('_schedule_set_active(text, boolean, timestamp with time zone)', '', 'definer'),
-  ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, timestamp with time zone)', '', 'definer'),
+  ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, text, timestamp with time zone)', '', 'definer'),
   ('_send_budgets(text, text[], integer[], integer[], timestamp with time zone)', '', 'definer'),
   ('_send_rate_available(text, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_send_rate_record(text[], integer[], interval[], timestamp with time zone)', '', 'definer'),
@@ -149,11 +152,13 @@ INSERT INTO readers VALUES
   ('queue_stats', 'operator'),
   ('repeated_attempts', 'operator'),
   ('review_queue', 'operator'),
-  ('runner_status', 'operator');
+  ('runner_status', 'operator'),
+  ('stream_overview', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
-                               ('mailroom_operator', 'operator'), ('public', NULL);
+                               ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
+                               ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
   SELECT p.oid, (p.proname::text || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')') COLLATE "default" AS fn,
@@ -166,8 +171,8 @@ CREATE TEMP VIEW catalog_rels AS
   FROM pg_catalog.pg_class c
   WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S');
 
-SELECT plan((SELECT count(*)::int * 4 FROM decisions)
-            + (SELECT count(*)::int * 4 FROM catalog_rels)
+SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
+            + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
             + 80);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
@@ -192,7 +197,7 @@ $$, 'every function is SECURITY DEFINER with search_path = mailroom, pg_temp, or
 SELECT set_eq($$SELECT DISTINCT kind FROM decisions WHERE kind <> 'definer'$$, $$SELECT kind FROM kinds WHERE kind <> 'definer'$$,
               'every kind of SECURITY INVOKER function has its reason in this file');
 SELECT results_eq($$SELECT fn FROM decisions WHERE kind = 'caller'$$,
-                  $$VALUES ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)')$$,
+                  $$VALUES ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)')$$,
                   'enqueue_campaign is the one function that runs with the caller''s rights');
 SELECT is_empty($$SELECT fn, roles FROM decisions WHERE kind IN ('invoker', 'unpinned') AND roles <> ''$$,
                 'no group role may call a function that borrows its rights and path from its caller');

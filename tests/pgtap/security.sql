@@ -37,6 +37,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'caller'),
   ('enqueues_settled()', 'runner', 'definer'),
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
+  ('feedback_message_id_matches(bigint, text)', 'feedback', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),

@@ -38,10 +38,12 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'caller'),
   ('enqueues_settled()', 'runner', 'definer'),
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
+  ('feedback_message_id_matches(bigint, text)', 'feedback', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),
   ('integrity_problems()', 'operator', 'definer'),
+  ('keep_unparsed_inbound(bytea, text, text, text)', 'feedback', 'definer'),
   ('mark_outcome(bigint, uuid, text, text, integer, text, text)', 'runner', 'definer'),
   ('mark_outcomes(jsonb)', 'runner', 'definer'),
   ('materialize_schedules(integer)', 'operator', 'definer'),
@@ -54,6 +56,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sweep()', 'operator', 'definer'),
   ('reclaim(integer)', 'operator,runner', 'definer'),
+  -- feedback reporters only: mailroom inbound, the webhooks, and applications
+  -- granted mailroom_feedback; runners never report feedback
+  ('record_feedback(text, bigint, text, text, text, text, text)', 'feedback', 'definer'),
   ('release(bigint[], uuid)', 'runner', 'definer'),
   ('resolve_review(bigint, text)', 'operator', 'definer'),
   ('resume_campaign(bigint)', 'app,operator', 'definer'),
@@ -158,6 +163,7 @@ INSERT INTO readers VALUES
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
                                ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
+                               ('mailroom_feedback', 'feedback'),
                                ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
@@ -173,7 +179,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
             + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
-            + 80);  -- the fixed tests below
+            + 81);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -257,17 +263,18 @@ SELECT schema_privs_are('mailroom', 'public', ARRAY[]::name[], 'PUBLIC may not e
 SELECT schema_privs_are('mailroom', 'mailroom_app', ARRAY['USAGE'], 'mailroom_app: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_runner', ARRAY['USAGE'], 'mailroom_runner: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_operator', ARRAY['USAGE'], 'mailroom_operator: USAGE only');
+SELECT schema_privs_are('mailroom', 'mailroom_feedback', ARRAY['USAGE'], 'mailroom_feedback: USAGE only');
 SELECT is_empty($$
   SELECT rolname FROM pg_catalog.pg_roles
-  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator')
+  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback')
     AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls)
-$$, 'the four mailroom roles are NOLOGIN and hold no special attribute');
+$$, 'the five mailroom roles are NOLOGIN and hold no special attribute');
 SELECT is_empty($$SELECT member::regrole FROM pg_catalog.pg_auth_members WHERE roleid = 'mailroom_owner'::regrole$$,
                 'no role is a member of mailroom_owner');
 SELECT is_empty($$
   SELECT roleid::regrole, member::regrole FROM pg_catalog.pg_auth_members
-  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole)
-    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole)
+  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
+    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
 $$, 'the group roles are not members of one another');
 SELECT is_empty($$
   SELECT roleid::regrole FROM pg_catalog.pg_auth_members

@@ -56,6 +56,8 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('release(bigint[], uuid)', 'runner', 'definer'),
   ('resolve_review(bigint, text)', 'operator', 'definer'),
   ('resume_campaign(bigint)', 'app,operator', 'definer'),
+  ('resume_sender(text)', 'operator', 'definer'),
+  ('set_breaker_thresholds(text, integer, integer, numeric, numeric, numeric, numeric)', 'operator', 'definer'),
   ('retry(bigint[])', 'operator', 'definer'),
   ('retry_campaign(bigint)', 'operator', 'definer'),
   ('runner_waiting(boolean)', 'runner', 'definer'),
@@ -74,6 +76,11 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_address_key(text)', '', 'unpinned'),
   ('_address_ok(text)', '', 'unpinned'),
   ('_cache_lock_id(text)', '', 'unpinned'),
+  ('_breaker_count_feedback(bigint, text, timestamp with time zone)', '', 'definer'),
+  ('_breaker_count_outcomes(bigint[], bigint[], timestamp with time zone)', '', 'definer'),
+  ('_breaker_figures(mailroom.breaker_counts, integer)', '', 'definer'),
+  ('_breaker_reset(text, text, timestamp with time zone)', '', 'definer'),
+  ('_breaker_tally(text, text, integer, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_campaign_fill(bigint)', 'app', 'definer'),
   ('_campaign_lock(bigint)', '', 'definer'),
   ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'definer'),
@@ -140,6 +147,7 @@ INSERT INTO kinds VALUES
 -- Which group roles may read each view (every other relation: nobody).
 CREATE TEMP TABLE readers (rel text PRIMARY KEY, roles text NOT NULL) ON COMMIT DROP;
 INSERT INTO readers VALUES
+  ('breaker_status', 'operator'),
   ('campaign_progress', 'app,operator'),
   ('delivered_keys', 'operator'),
   ('duplicate_deliveries', 'operator'),

@@ -70,14 +70,14 @@ BEGIN
              CASE WHEN a.reported = 'sent' AND NOT a.duplicate THEN
                (SELECT count(*) FROM mailroom.attempts p
                 WHERE p.message_id = a.message_id AND p.id <= a.id
-                  AND p.outcome NOT IN ('released', 'cancelled', 'resolved'))
+                  AND p.outcome NOT IN ('released', 'cancelled', 'resolved', 'bounced'))
              END AS tries,
              NULL::timestamptz AS run_at
       FROM mailroom.attempts a
       JOIN mailroom.contents c ON c.id = a.message_id
       LEFT JOIN mailroom.schedules sc ON sc.id = c.schedule_id
       WHERE a.claimed_at > v_from - interval '1 day' AND a.claimed_at <= p_now
-        AND a.outcome NOT IN ('cancelled', 'resolved')
+        AND a.outcome NOT IN ('cancelled', 'resolved', 'bounced')
       UNION ALL
       -- Attempts in flight: queue rows that are sending (their ledger row is
       -- written when the lease ends).

@@ -48,7 +48,7 @@ CROSS JOIN LATERAL (
          array_agg(coalesce(a.reported, '-') || '/' || coalesce(a.outcome, 'in flight') ORDER BY a.claimed_at, a.id) AS reports
   FROM mailroom.attempts a
   WHERE a.message_id = d.message_id
-    AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved'))
+    AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved', 'bounced'))
 ) x
 CROSS JOIN LATERAL (SELECT c.delivery_key, c.sender, c.to_address FROM mailroom.contents c
                     WHERE c.id = d.message_id OFFSET 0) c

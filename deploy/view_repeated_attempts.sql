@@ -3,7 +3,8 @@
 -- requires: split_messages
 
 -- v0.4: a mail's attempts are its ledger rows (not released claims, and not
--- the cancelled / resolved rows that record a decision without an attempt)
+-- the cancelled / resolved rows that record a decision without an attempt, nor
+-- the bounced rows that record a bounce reported after the mail left)
 -- plus the attempt in flight, which is simply its queue row while the status
 -- is sending (the ledger row is written when the lease ends). The recipient
 -- comes from contents. Listing every recipient reads all of contents and
@@ -39,7 +40,7 @@ WITH per_message AS (
            max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
     FROM (SELECT a.id, a.claimed_at, a.reported, a.outcome, a.duplicate, a.smtp_code, a.smtp_enhanced, a.smtp_text
           FROM mailroom.attempts a
-          WHERE a.message_id = c.id AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved'))
+          WHERE a.message_id = c.id AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved', 'bounced'))
           UNION ALL
           -- The attempt in flight: its ledger row is written when the lease ends.
           SELECT NULL, q.claimed_at, NULL, NULL, false, NULL, NULL, NULL
@@ -67,6 +68,6 @@ ALTER VIEW mailroom.repeated_attempts OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.repeated_attempts FROM PUBLIC;
 GRANT SELECT ON mailroom.repeated_attempts TO mailroom_operator;
 COMMENT ON VIEW mailroom.repeated_attempts IS
-  'Recipients (address with the domain lower-cased) with a mail claimed more than once: attempts per mail from the ledger plus the attempt in flight (a queue row that is sending); released claims and decisions without an attempt (cancelled, resolved) do not count.';
+  'Recipients (address with the domain lower-cased) with a mail claimed more than once: attempts per mail from the ledger plus the attempt in flight (a queue row that is sending); released claims, decisions without an attempt (cancelled, resolved) and bounces reported later (bounced) do not count.';
 
 COMMIT;

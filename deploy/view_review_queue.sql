@@ -37,7 +37,7 @@ CROSS JOIN LATERAL (SELECT c.delivery_key, c.to_address, c.subject, c.template_k
 LEFT JOIN LATERAL (
   SELECT a.worker, a.claimed_at, a.reported, a.outcome, a.smtp_code, a.smtp_enhanced, a.smtp_text
   FROM mailroom.attempts a
-  WHERE a.message_id = q.id AND (a.outcome IS NULL OR a.outcome NOT IN ('cancelled', 'resolved'))
+  WHERE a.message_id = q.id AND (a.outcome IS NULL OR a.outcome NOT IN ('cancelled', 'resolved', 'bounced'))
   ORDER BY a.claimed_at DESC, a.id DESC
   LIMIT 1
 ) l ON true

@@ -41,6 +41,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),
   ('integrity_problems()', 'operator', 'definer'),
+  ('keep_unparsed_inbound(bytea, text, text, text)', 'feedback', 'definer'),
   ('mark_outcome(bigint, uuid, text, text, integer, text, text)', 'runner', 'definer'),
   ('mark_outcomes(jsonb)', 'runner', 'definer'),
   ('materialize_schedules(integer)', 'operator', 'definer'),
@@ -53,6 +54,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sweep()', 'operator', 'definer'),
   ('reclaim(integer)', 'operator,runner', 'definer'),
+  -- feedback reporters only: mailroom inbound, the webhooks, and applications
+  -- granted mailroom_feedback; runners never report feedback
+  ('record_feedback(text, bigint, text, text, text, text, text)', 'feedback', 'definer'),
   ('release(bigint[], uuid)', 'runner', 'definer'),
   ('resolve_review(bigint, text)', 'operator', 'definer'),
   ('resume_campaign(bigint)', 'app,operator', 'definer'),
@@ -161,7 +165,8 @@ INSERT INTO readers VALUES
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
-                               ('mailroom_operator', 'operator'), ('public', NULL);
+                               ('mailroom_operator', 'operator'), ('mailroom_feedback', 'feedback'),
+                               ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
   SELECT p.oid, (p.proname::text || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')') COLLATE "default" AS fn,
@@ -174,9 +179,9 @@ CREATE TEMP VIEW catalog_rels AS
   FROM pg_catalog.pg_class c
   WHERE c.relnamespace = 'mailroom'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S');
 
-SELECT plan((SELECT count(*)::int * 4 FROM decisions)
-            + (SELECT count(*)::int * 4 FROM catalog_rels)
-            + 80);  -- the fixed tests below
+SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
+            + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
+            + 81);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -260,17 +265,18 @@ SELECT schema_privs_are('mailroom', 'public', ARRAY[]::name[], 'PUBLIC may not e
 SELECT schema_privs_are('mailroom', 'mailroom_app', ARRAY['USAGE'], 'mailroom_app: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_runner', ARRAY['USAGE'], 'mailroom_runner: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_operator', ARRAY['USAGE'], 'mailroom_operator: USAGE only');
+SELECT schema_privs_are('mailroom', 'mailroom_feedback', ARRAY['USAGE'], 'mailroom_feedback: USAGE only');
 SELECT is_empty($$
   SELECT rolname FROM pg_catalog.pg_roles
-  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator')
+  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback')
     AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls)
-$$, 'the four mailroom roles are NOLOGIN and hold no special attribute');
+$$, 'the five mailroom roles are NOLOGIN and hold no special attribute');
 SELECT is_empty($$SELECT member::regrole FROM pg_catalog.pg_auth_members WHERE roleid = 'mailroom_owner'::regrole$$,
                 'no role is a member of mailroom_owner');
 SELECT is_empty($$
   SELECT roleid::regrole, member::regrole FROM pg_catalog.pg_auth_members
-  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole)
-    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole)
+  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
+    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
 $$, 'the group roles are not members of one another');
 SELECT is_empty($$
   SELECT roleid::regrole FROM pg_catalog.pg_auth_members

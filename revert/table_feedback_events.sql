@@ -1,0 +1,7 @@
+-- Revert mailroom:table_feedback_events from pg
+
+BEGIN;
+
+DROP TABLE mailroom.feedback_events;
+
+COMMIT;

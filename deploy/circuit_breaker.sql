@@ -7,9 +7,10 @@
 -- automatically, with the reason and the figures kept in breaker_trips.
 --
 -- Where it is evaluated: in the transaction that counts the bad event
--- (mark_outcomes for a synchronous 5.1.x, the feedback path for a bounce or
--- complaint reported later), on the one counter row of that campaign or
--- sender, which the update locks. Two reports for one campaign therefore
+-- (mark_outcomes for a synchronous 5.1.x; for a bounce or complaint
+-- reported later, the insert into feedback_events: see breaker_feedback),
+-- on the one counter row of that campaign or sender, which the update
+-- locks. Two reports for one campaign therefore
 -- serialise on its row and each sees the other's count: no lost update, no
 -- trip missed, and the pause is one UPDATE of the campaign's status (the
 -- claim gate parks its mail) or one row in sender_pauses (the gate parks
@@ -151,28 +152,6 @@ ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz)
 REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) IS
   'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced).';
-
-CREATE FUNCTION mailroom._breaker_count_feedback(p_message_id bigint, p_kind text, p_now timestamptz)
-RETURNS void
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = mailroom, pg_temp
-AS $$
-BEGIN
-  -- A bounce or complaint reported after the mail was sent: the mail was
-  -- counted delivered then, so only the bad event counts now.
-  PERFORM mailroom._breaker_tally(x.scope, x.key, 0,
-                                  (p_kind = 'bounce')::integer, (p_kind = 'complaint')::integer, p_now)
-  FROM mailroom.contents c
-  CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
-  WHERE c.id = p_message_id AND p_kind IN ('bounce', 'complaint') AND x.key IS NOT NULL
-  ORDER BY x.scope, x.key;
-END
-$$;
-ALTER FUNCTION mailroom._breaker_count_feedback(bigint, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._breaker_count_feedback(bigint, text, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._breaker_count_feedback(bigint, text, timestamptz) IS
-  'Internal (the feedback path): count a later bounce or complaint of one message against its campaign and sender, and trip the breaker if it must.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void

@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(35);
+SELECT plan(37);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -85,14 +85,17 @@ SELECT results_eq($$SELECT to_address FROM mailroom.claim_batch('w1', 100)$$, $$
 SELECT is(mailroom.resume_campaign((SELECT id FROM c)) > 0, true, 'resume_campaign queues its mail again');
 SELECT is((SELECT count(*)::int FROM mailroom.breaker_counts WHERE scope = 'campaign'), 0, 'the campaign''s counts are gone');
 
--- Feedback: a complaint reported later counts without a delivery.
+-- Feedback: a complaint recorded later counts without a delivery, once per event.
 SELECT mailroom.set_breaker_thresholds('campaign', p_complaint_pause => 0.05, p_complaint_warn => 0.01);
 CREATE TEMP TABLE b3 AS SELECT * FROM mailroom.claim_batch('w1', 30);
 SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b3));
-SELECT mailroom._breaker_count_feedback((SELECT min(id) FROM b3), 'complaint', now());
+SELECT ok(mailroom.record_feedback('complaint', (SELECT min(id) FROM b3), NULL, NULL, 'abuse report', 'app', 'test:c1'),
+  'a complaint is recorded');
+SELECT is(mailroom.record_feedback('complaint', (SELECT min(id) FROM b3), NULL, NULL, 'abuse report', 'app', 'test:c1'),
+  false, 'the same event again is not');
 SELECT results_eq($$SELECT state, delivered, complained, complaint_rate FROM mailroom.breaker_status WHERE scope = 'campaign'$$,
-  $$VALUES ('warning', 30.00, 1.00, 0.033333)$$, 'one complaint in 30: 3.3 %, a warning');
-SELECT mailroom._breaker_count_feedback((SELECT max(id) FROM b3), 'complaint', now());
+  $$VALUES ('warning', 30.00, 1.00, 0.033333)$$, 'one complaint in 30 (counted once): 3.3 %, a warning');
+SELECT mailroom.record_feedback('complaint', (SELECT max(id) FROM b3), NULL, NULL, 'abuse report', 'app', 'test:c2');
 SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)), 'paused', 'the second complaint (6.7 %) pauses');
 SELECT is((SELECT reason FROM mailroom.breaker_trips WHERE resumed_at IS NULL AND scope = 'campaign'),
   'complaint rate 6.667 % >= 5.000 % over the last 30 delivered', 'the trip says it was complaints');

@@ -1,6 +1,7 @@
 -- Deploy mailroom:campaign_control to pg
 -- requires: campaign_control@v0.3.0
 -- requires: split_messages
+-- requires: circuit_breaker
 
 -- v0.4: a campaign's mail is found through contents' campaign index
 -- (contents_campaign_idx) and its live rows in mailroom.queue by id. What a pause
@@ -103,6 +104,8 @@ BEGIN
   END IF;
   SELECT * INTO v_c FROM mailroom.campaigns WHERE id = p_campaign;
   UPDATE mailroom.campaigns SET status = 'active', updated_at = now() WHERE id = p_campaign;
+  -- Paused by the circuit breaker or not: the campaign starts a fresh window.
+  PERFORM mailroom._breaker_reset('campaign', p_campaign::text, now());
   -- Each mail goes back once (same row, same delivery key): nobody twice.
   -- The send window is re-applied here to spare the gate the work; the gate
   -- applies it again at claim time either way.
@@ -126,7 +129,7 @@ ALTER FUNCTION mailroom.resume_campaign(bigint) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.resume_campaign(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.resume_campaign(bigint) TO mailroom_app, mailroom_operator;
 COMMENT ON FUNCTION mailroom.resume_campaign(bigint) IS
-  'Release a paused campaign: its paused mail is queued again (send window re-applied). Returns how many; resuming an active campaign does nothing.';
+  'Release a paused campaign (paused by hand or by the circuit breaker, whose counts for it start afresh): its paused mail is queued again (send window re-applied). Returns how many; resuming an active campaign does nothing.';
 
 CREATE FUNCTION mailroom.cancel_campaign(p_campaign bigint)
 RETURNS integer

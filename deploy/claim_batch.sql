@@ -3,6 +3,7 @@
 -- requires: split_messages
 -- requires: send_rates
 -- requires: function_next_window_opening
+-- requires: table_breaker
 
 -- v0.4: the one gate. claim_batch is the only place that decides whether a
 -- mail may leave now. Each due candidate is locked (FOR UPDATE SKIP LOCKED)
@@ -11,6 +12,7 @@
 --   suppressed address            -> finished cancelled, reason suppressed
 --   campaign cancelled            -> finished cancelled, campaign_cancelled
 --   campaign paused               -> queue status paused
+--   sender paused (the breaker)   -> queue status paused, reason sender_paused
 --   schedule inactive             -> finished cancelled, schedule_inactive
 --   outside its send window       -> run_at moved to the window's next opening
 --   sender or domain budget spent -> not claimed (stays queued)
@@ -168,6 +170,9 @@ DECLARE
   v_snd_row_m   tid[] := '{}';
   v_snd_blocked text[] := '{}';
   v_dom_blocked text[] := '{}';
+  -- Senders the circuit breaker paused (issue 16): read once per claim,
+  -- usually none, so the gate costs nothing per candidate for them.
+  v_paused_senders text[] := ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp);
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
@@ -327,7 +332,11 @@ BEGIN
     ),
     gated AS (
       SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
-             t.template_key, t.template_vars, t.campaign_id, t.stream, g.verdict, g.opens_at
+             t.template_key, t.template_vars, t.campaign_id, t.stream, t.sender,
+             CASE WHEN g.verdict IN ('claim', 'window') AND cardinality(v_paused_senders) > 0
+                       AND t.sender = ANY (v_paused_senders) THEN 'sender_paused'
+                  ELSE g.verdict END AS verdict,
+             g.opens_at
       FROM candidates c
       JOIN mailroom.contents t ON t.id = c.id
       CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
@@ -364,6 +373,15 @@ BEGIN
       FROM gated g
       WHERE q.id = g.id AND g.verdict = 'paused'
         AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
+    ),
+    -- Parked only if the sender is still paused once its row is locked: a
+    -- resume_sender committing meanwhile cannot leave mail parked behind it.
+    held_for_sender AS (
+      UPDATE mailroom.queue q
+      SET status = 'paused', status_reason = 'sender_paused', updated_at = greatest(p_now, q.updated_at)
+      FROM gated g
+      WHERE q.id = g.id AND g.verdict = 'sender_paused'
+        AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
     ),
     retimed AS (
       UPDATE mailroom.queue q
@@ -465,6 +483,6 @@ ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text) OWNER TO mail
 REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text) IS
-  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Returns each mail''s stream last. The one gate: mail to an address suppressed for all streams or for its stream, mail of a cancelled campaign or an inactive schedule is finished cancelled, mail of a paused campaign is held, mail outside its send window is moved to its next opening, and none of it is returned. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners). Each claim counts an attempt; its ledger row is written when the lease ends. READ COMMITTED only.';
+  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Returns each mail''s stream last. The one gate: mail to an address suppressed for all streams or for its stream, mail of a cancelled campaign or an inactive schedule is finished cancelled, mail of a paused campaign or of a sender the circuit breaker paused is held, mail outside its send window is moved to its next opening, and none of it is returned. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners). Each claim counts an attempt; its ledger row is written when the lease ends. READ COMMITTED only.';
 
 COMMIT;

@@ -1,6 +1,7 @@
 -- Deploy mailroom:mark_outcomes to pg
 -- requires: mark_outcomes@v0.3.0
 -- requires: split_messages
+-- requires: circuit_breaker
 
 -- v0.4: outcomes on the split tables (see split_messages).
 --
@@ -14,6 +15,8 @@
 --   decided while the mail was in flight can be escaped (issue 13, holes 1
 --   and 2). A hard bounce (5.1.x) adds the suppression; the gate stops every
 --   other mail to the address.
+-- - Sent mail and hard bounces count against their campaign's and sender's
+--   circuit breaker (circuit_breaker), which may pause either.
 -- - A report whose lease no longer matches writes only the ledger: it
 --   completes the row reclaim or release wrote (stale), and a late 'sent'
 --   settles mail still waiting (queued, review, paused) as sent.
@@ -84,6 +87,8 @@ DECLARE
   v_applied integer := 0;
   v_n       integer;
   v_total   integer;
+  v_sent    bigint[] := '{}';           -- finished now: delivered, and hard-bounced (5.1.x),
+  v_bounced bigint[] := '{}';           -- for the circuit breaker
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: mark_outcomes runs only under READ COMMITTED, not %',
@@ -237,7 +242,10 @@ BEGIN
       WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%'
       ON CONFLICT (address_key, stream) DO NOTHING
     )
-    SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept) INTO v_n;
+    SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept),
+           v_sent || ARRAY(SELECT f.id FROM finished f WHERE f.outcome = 'sent'),
+           v_bounced || ARRAY(SELECT f.id FROM finished f WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
+      INTO v_n, v_sent, v_bounced;
     v_applied := v_applied + v_n;
   END LOOP;
 
@@ -281,6 +289,12 @@ BEGIN
     FROM r
     LEFT JOIN settled s ON s.id = r.id
     WHERE a.message_id = r.id AND a.lease_token = r.token AND a.reported IS NULL;
+  END IF;
+
+  -- The circuit breaker counts what finished now against its campaign and
+  -- sender, last, so its counter rows are locked only until this commits.
+  IF cardinality(v_sent) > 0 OR cardinality(v_bounced) > 0 THEN
+    PERFORM mailroom._breaker_count_outcomes(v_sent, v_bounced, p_now);
   END IF;
 
   RETURN v_applied;

@@ -111,6 +111,34 @@ def db_status() -> None:
         sys.exit(3)
 
 
+@main.command("webhooks")
+@click.option("--dsn", required=True, help="Database URL of a login role granted mailroom_feedback.")
+@click.option("--listen", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8025, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+def webhooks_cmd(dsn: str, listen: str, port: int) -> None:
+    """Provider webhooks (SES through SNS, Mailgun, SendGrid) on a development
+    server. Keys and topics come from MAILROOM_SES_TOPIC_ARNS,
+    MAILROOM_SES_CERT_FILES, MAILROOM_MAILGUN_SIGNING_KEY(_FILE),
+    MAILROOM_SENDGRID_PUBLIC_KEY(_FILE); production runs
+    mailroom.feedback_app under gunicorn (docs/webhooks.md)."""
+    from werkzeug.serving import run_simple
+
+    from mailroom import feedback_app, logs
+
+    logs.setup()
+    try:
+        config = feedback_app.FeedbackConfig.from_env(MAILROOM_DSN=dsn)
+    except ValueError as e:
+        _err(str(e))
+        sys.exit(exitcodes.USAGE)
+    try:
+        app = feedback_app.create_app(config)
+    except Exception as e:  # psycopg_pool.PoolTimeout: the database cannot be reached
+        _err(f"the database could not be reached: {e}")
+        sys.exit(exitcodes.UNREACHABLE)
+    run_simple(listen, port, app, threaded=True)
+
+
 # The runner's commands live in their own module; registered here.
 from mailroom import runcli  # noqa: E402
 

@@ -241,3 +241,24 @@ def attempt_counts(pool) -> dict[str, int]:
         " FROM mailroom.attempts GROUP BY 1",
     )
     return {r["outcome"]: r["n"] for r in rows}
+
+
+# -- feedback (provider webhooks) ------------------------------------------------------
+
+
+def message_by_message_id(conn: psycopg.Connection, message_ref: str) -> int | None:
+    """The id of the mail a runner-written Message-ID names, or None."""
+    return _call(conn, "SELECT mailroom.message_by_message_id(%(ref)s) AS id", {"ref": message_ref})[0]["id"]
+
+
+def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | None, address: str | None,
+                    status: str | None, detail: str | None, source: str, event_key: str) -> bool:
+    """Record one bounce, delay, complaint, delivery or unsubscribe; False when
+    that event_key was recorded before (nothing changes twice)."""
+    return _call(
+        conn,
+        "SELECT mailroom.record_feedback(%(kind)s, %(message_id)s, %(address)s, %(status)s, %(detail)s,"
+        " %(source)s, %(event_key)s) AS recorded",
+        {"kind": kind, "message_id": message_id, "address": address, "status": status, "detail": detail,
+         "source": source, "event_key": event_key},
+    )[0]["recorded"]

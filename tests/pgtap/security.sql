@@ -47,6 +47,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('mark_outcome(bigint, uuid, text, text, integer, text, text)', 'runner', 'definer'),
   ('mark_outcomes(jsonb)', 'runner', 'definer'),
   ('materialize_schedules(integer)', 'operator', 'definer'),
+  ('message_by_message_id(text)', 'feedback,operator', 'definer'),
   ('next_occurrence(text, text, timestamp with time zone)', 'app,operator', 'definer'),
   ('next_window_opening(text, time without time zone, time without time zone, timestamp with time zone)', 'app,operator', 'definer'),
   ('open_transactions()', 'operator', 'definer'),
@@ -62,6 +63,8 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('release(bigint[], uuid)', 'runner', 'definer'),
   ('resolve_review(bigint, text)', 'operator', 'definer'),
   ('resume_campaign(bigint)', 'app,operator', 'definer'),
+  ('resume_sender(text)', 'operator', 'definer'),
+  ('set_breaker_thresholds(text, integer, integer, numeric, numeric, numeric, numeric)', 'operator', 'definer'),
   ('retry(bigint[])', 'operator', 'definer'),
   ('retry_campaign(bigint)', 'operator', 'definer'),
   ('runner_waiting(boolean)', 'runner', 'definer'),
@@ -81,7 +84,13 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_address_key(text)', '', 'unpinned'),
   ('_address_ok(text)', '', 'unpinned'),
   ('_cache_lock_id(text)', '', 'unpinned'),
+  ('_breaker_feedback_event()', '', 'definer'),
+  ('_breaker_count_outcomes(bigint[], bigint[], timestamp with time zone)', '', 'definer'),
+  ('_breaker_figures(mailroom.breaker_counts, integer)', '', 'definer'),
+  ('_breaker_reset(text, text, timestamp with time zone)', '', 'definer'),
+  ('_breaker_tally(text, text, integer, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_campaign_fill(bigint)', 'app', 'definer'),
+  ('_message_ref(text)', '', 'unpinned'),
   ('_campaign_lock(bigint)', '', 'definer'),
   ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
@@ -141,13 +150,14 @@ INSERT INTO kinds VALUES
                'inlined into _claim_batch), or the plpgsql '
                'argument check _rate_check_args; no group role may call it, so it runs under its definer '
                'caller''s pinned path, or in an index or constraint, where every name is schema-qualified '
-               '(_address_key: tests/pgtap/address_key_qualified.sql)'),
+               '(_address_key: tests/pgtap/address_key_qualified.sql; _message_ref calls pg_catalog functions only)'),
   ('caller', 'enqueue_campaign runs the caller''s recipients query with the caller''s rights and search_path '
              '(deploy/enqueue_campaign.sql); it writes through _campaign_open and _campaign_fill (definer)');
 
 -- Which group roles may read each view (every other relation: nobody).
 CREATE TEMP TABLE readers (rel text PRIMARY KEY, roles text NOT NULL) ON COMMIT DROP;
 INSERT INTO readers VALUES
+  ('breaker_status', 'operator'),
   ('campaign_progress', 'app,operator'),
   ('delivered_keys', 'operator'),
   ('duplicate_deliveries', 'operator'),
@@ -213,8 +223,8 @@ SELECT results_eq($$
     AND dep.classid IN ('pg_class'::regclass, 'pg_constraint'::regclass, 'pg_attrdef'::regclass,
                         'pg_trigger'::regclass, 'pg_rewrite'::regclass, 'pg_type'::regclass)
     AND NOT c.prosecdef
-$$, $$VALUES ('_address_key(text)')$$,
-  'the only SECURITY INVOKER function an index, constraint, default, trigger or view evaluates is _address_key');
+$$, $$VALUES ('_address_key(text)'), ('_message_ref(text)')$$,
+  'the only SECURITY INVOKER functions an index, constraint, default, trigger or view evaluates are _address_key and _message_ref (every name in both schema-qualified)');
 SELECT is_empty($$SELECT fn FROM catalog_fns WHERE proowner <> 'mailroom_owner'::regrole$$,
                 'mailroom_owner owns every function');
 SELECT is_empty($$

@@ -1,0 +1,9 @@
+-- Revert mailroom:message_lookup from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.message_by_message_id(text);
+DROP INDEX mailroom.contents_message_ref_idx;
+DROP FUNCTION mailroom._message_ref(text);
+
+COMMIT;

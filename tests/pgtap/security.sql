@@ -141,6 +141,7 @@ INSERT INTO kinds VALUES
 CREATE TEMP TABLE readers (rel text PRIMARY KEY, roles text NOT NULL) ON COMMIT DROP;
 INSERT INTO readers VALUES
   ('campaign_progress', 'app,operator'),
+  ('current_settings', 'operator'),
   ('delivered_keys', 'operator'),
   ('duplicate_deliveries', 'operator'),
   ('expired_leases', 'operator'),
@@ -149,7 +150,8 @@ INSERT INTO readers VALUES
   ('queue_stats', 'operator'),
   ('repeated_attempts', 'operator'),
   ('review_queue', 'operator'),
-  ('runner_status', 'operator');
+  ('runner_status', 'operator'),
+  ('send_limits', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),

@@ -52,7 +52,7 @@ COMMENT ON FUNCTION mailroom._check_ids(bigint[]) IS
   'Internal: raise 22023 unless the array holds 1 to 10000 message ids and no NULL.';
 
 CREATE FUNCTION mailroom._retry(p_ids bigint[])
-RETURNS TABLE (id bigint, previous_status text, status text)
+RETURNS TABLE (id bigint, previous_status text, status text, not_retried_because text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
@@ -62,6 +62,7 @@ DECLARE
   v_ids     bigint[];
   v_before  text[];
   v_after   text[];
+  v_why     text[];
   v_senders text[];
   v_sender  text;
 BEGIN
@@ -74,11 +75,25 @@ BEGIN
     SELECT DISTINCT r.id FROM unnest(p_ids) AS r(id)
   ),
   before AS (
-    SELECT r.id, CASE WHEN c.id IS NOT NULL THEN coalesce(q.status, f.finished_as) END AS status
+    -- why each mail would not be retried, in the order an operator fixes
+    -- them (eligible below decides; this only explains "retried 0 of 1")
+    SELECT r.id, CASE WHEN c.id IS NOT NULL THEN coalesce(q.status, f.finished_as) END AS status,
+           CASE WHEN c.id IS NULL THEN 'no such message'
+                WHEN coalesce(q.status, f.finished_as) NOT IN ('failed', 'review')
+                  THEN format('it is %s: only failed or review mail is retried', coalesce(q.status, f.finished_as))
+                WHEN k.status = 'cancelled' THEN format('its campaign %s is cancelled', k.id)
+                WHEN s.active = false THEN format('its schedule %s is inactive', s.id)
+                ELSE (SELECT format('the address is suppressed (%s since %s); mailroom.unsuppress(%L) lifts it',
+                                    x.reason, x.created_at::date, c.to_address)
+                      FROM mailroom.suppressions x WHERE x.address_key = mailroom._address_key(c.to_address)
+                      LIMIT 1)
+           END AS refusal
     FROM requested r
     LEFT JOIN mailroom.contents c ON c.id = r.id
     LEFT JOIN mailroom.queue q ON q.id = r.id
     LEFT JOIN mailroom.attempts f ON f.message_id = r.id AND f.finished_as IS NOT NULL
+    LEFT JOIN mailroom.campaigns k ON k.id = c.campaign_id
+    LEFT JOIN mailroom.schedules s ON s.id = c.schedule_id
   ),
   eligible AS (
     SELECT c.id, c.priority, c.sender, c.max_attempts, c.on_ambiguous,
@@ -123,15 +138,16 @@ BEGIN
   SELECT array_agg(b.id ORDER BY b.id),
          array_agg(b.status ORDER BY b.id),
          array_agg(coalesce(mv.status, b.status) ORDER BY b.id),
+         array_agg(CASE WHEN mv.id IS NULL THEN coalesce(b.refusal, 'not retryable') END ORDER BY b.id),
          array_agg(DISTINCT mv.sender) FILTER (WHERE mv.status = 'queued')
-  INTO v_ids, v_before, v_after, v_senders
+  INTO v_ids, v_before, v_after, v_why, v_senders
   FROM before b LEFT JOIN moved mv ON mv.id = b.id;
 
   -- Wake idle runners of each sender concerned (delivered at commit).
   FOREACH v_sender IN ARRAY coalesce(v_senders, '{}') LOOP
     PERFORM pg_notify('mailroom', v_sender);
   END LOOP;
-  RETURN QUERY SELECT * FROM unnest(v_ids, v_before, v_after);
+  RETURN QUERY SELECT * FROM unnest(v_ids, v_before, v_after, v_why);
 END
 $$;
 ALTER FUNCTION mailroom._retry(bigint[]) OWNER TO mailroom_owner;
@@ -140,7 +156,7 @@ COMMENT ON FUNCTION mailroom._retry(bigint[]) IS
   'Internal: the work of retry and retry_campaign (no limit on the number of ids).';
 
 CREATE FUNCTION mailroom.retry(p_ids bigint[])
-RETURNS TABLE (id bigint, previous_status text, status text)
+RETURNS TABLE (id bigint, previous_status text, status text, not_retried_because text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
@@ -154,7 +170,7 @@ ALTER FUNCTION mailroom.retry(bigint[]) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.retry(bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.retry(bigint[]) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.retry(bigint[]) IS
-  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0 (mail of a paused campaign is held as paused). One row per requested id: previous_status NULL = no such message; status unchanged = not retryable (another status, the address is suppressed, its campaign is cancelled or its schedule inactive). Retrying review mail accepts that the recipient may get it twice.';
+  'Operator: put failed or review mail back in the queue, due now, attempts reset to 0 (mail of a paused campaign is held as paused). One row per requested id: previous_status NULL = no such message; status unchanged = not retryable, and not_retried_because says why (no such message, another status, the address is suppressed, its campaign is cancelled or its schedule inactive; NULL when retried). Retrying review mail accepts that the recipient may get it twice.';
 
 CREATE FUNCTION mailroom.retry_campaign(p_campaign_id bigint)
 RETURNS integer

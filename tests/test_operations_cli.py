@@ -146,8 +146,8 @@ def test_inspect_by_key_and_by_id(operator_dsn, scenario):
 def test_retry_ids_and_campaign(operator_dsn, conn, scenario):
     ids = [str(scenario[k]) for k in ("failed-1", "careful-1", "sent-1")] + ["999999"]
     code, out, err = run("retry", "--dsn", operator_dsn, *ids)
-    assert code == 0, err
-    assert "retried 2 of 4; no such message: 999999" in out
+    assert code == 1, err  # an id that is no message: exit 1 (README's exit codes), after doing the rest
+    assert "retried 2 of 4" in out and "mailroom: no such message: 999999" in err
     rows = conn.execute("SELECT delivery_key, status, attempts FROM mailroom.messages WHERE delivery_key IN ('failed-1', 'careful-1', 'sent-1') ORDER BY 1").fetchall()
     assert [(r["delivery_key"], r["status"], r["attempts"]) for r in rows] == [
         ("careful-1", "queued", 0), ("failed-1", "queued", 0), ("sent-1", "sent", 1)]
@@ -176,6 +176,37 @@ def test_cancel(operator_dsn, conn, scenario):
     code, out, err = run("cancel", "--dsn", operator_dsn, "--reason", "", str(scenario["news-2"]))
     assert code == 2 and err.strip() == "mailroom: reason: must be 1 to 200 characters"
     assert conn.execute("SELECT status FROM mailroom.messages WHERE delivery_key = 'news-2'").fetchone()["status"] == "queued"
+
+
+def test_cancel_of_no_such_message_exits_1(operator_dsn, scenario):
+    code, out, err = run("cancel", "--dsn", operator_dsn, "9999")
+    assert code == 1 and err.strip() == "mailroom: no such message: 9999"
+    assert "cancelled 0 of 1" in out
+    code, out, err = run("cancel", "--dsn", operator_dsn, "--json", "9999")
+    assert code == 1 and json.loads(out) == [{"id": 9999, "previous_status": None, "status": None}]
+
+
+def test_retry_says_why_it_did_not(operator_dsn, conn, scenario):
+    conn.execute("SELECT mailroom.suppress((SELECT to_address FROM mailroom.contents WHERE delivery_key = 'failed-1'),"
+                 " 'manual')")
+    code, out, err = run("retry", "--dsn", operator_dsn, str(scenario["failed-1"]), str(scenario["sent-1"]))
+    assert code == 0, err
+    assert "retried 0 of 2" in out
+    assert "the address is suppressed (manual since " in out and "mailroom.unsuppress(" in out
+    assert "it is sent: only failed or review mail is retried" in out
+    code, out, err = run("retry", "--dsn", operator_dsn, "--json", str(scenario["failed-1"]))
+    assert json.loads(out)[0]["not_retried_because"].startswith("the address is suppressed (manual since ")
+
+
+def test_status_shows_ages_of_live_mail_only(operator_dsn, scenario):
+    """v0.4's queue_stats counts the hot queue alone: finished mail (sent,
+    failed, cancelled) has no row, so no "oldest" age, in status's QUEUE."""
+    code, out, err = run("status", "--dsn", operator_dsn, "--json")
+    assert code == 0, err
+    assert {r["status"] for r in json.loads(out)["queue"]} == {"queued", "review"}
+    code, out, err = run("status", "--dsn", operator_dsn)
+    queue_table = out.split("QUEUE", 1)[1].split("LEASES", 1)[0]
+    assert not any(word in queue_table for word in (" sent ", " failed ", " cancelled "))
 
 
 def test_review_list_and_resolve(operator_dsn, conn, scenario):

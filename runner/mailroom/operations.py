@@ -238,21 +238,44 @@ def _runners_section(runners: list[dict[str, Any]]) -> str:
                                        ("retried", "retried"), ("failed", "failed"), ("relay", "relay")])
 
 
+def _runners_message_id(delivery_key: str, from_address: str, message_id_domain: str | None) -> str:
+    """The Message-ID runners give this mail: render's function of the delivery
+    key, on the domain they work out from the same two settings."""
+    from mailroom.render import Renderer, message_id  # Jinja2 and MIME only for this command
+
+    try:
+        domain = Renderer(from_address, message_id_domain).domain
+    except ValueError as e:
+        raise OperatorError(str(e), EXIT_BAD_INPUT) from None
+    return message_id(delivery_key, domain)
+
+
 @click.command("inspect")
 @dsn_option
 @json_option
+@click.option("--from", "from_address", default="mailroom@localhost", show_default=True, metavar="ADDRESS",
+              envvar="MAILROOM_FROM", show_envvar=True,
+              help="The runners' --from: its domain is the Message-ID domain unless --message-id-domain is set.")
+@click.option("--message-id-domain", default=None, metavar="DOMAIN", envvar="MAILROOM_MESSAGE_ID_DOMAIN",
+              show_envvar=True, help="The runners' --message-id-domain.")
 @click.argument("ref")
-def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
-    """Show one message (by delivery key, or by numeric id), how it finished, and its ledger."""
+def inspect(dsn: str | None, as_json: bool, from_address: str, message_id_domain: str | None, ref: str) -> None:
+    """Show one message (by delivery key, or by numeric id), how it finished, and its ledger.
+
+    message_id is the Message-ID header runners give it (to search for in the
+    relay's logs or the recipient's mailbox): give the runners' --from or
+    --message-id-domain (or their MAILROOM_ variables) for the right domain.
+    """
     with _connection(dsn) as conn:
         message = conn.execute(SQL_INSPECT, {"ref": ref}).fetchone()["message"]
     if message is None:
         raise OperatorError(f"no message with delivery key or id {ref!r}", EXIT_NOT_FOUND)
+    message["message_id"] = _runners_message_id(message["delivery_key"], from_address, message_id_domain)
     if as_json:
         _emit_json(message)
         return
     ledger = message.pop("ledger")
-    for key in ("id", "delivery_key", "status", "status_reason", "sender", "to_address", "subject", "template_key",
+    for key in ("id", "delivery_key", "message_id", "status", "status_reason", "sender", "to_address", "subject", "template_key",
                 "priority", "run_at", "attempts", "max_attempts", "on_ambiguous", "worker", "leased_until",
                 "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "finished_at", "successful_sends"):
         click.echo(f"{key + ':':<17} {_human(message.get(key))}")
@@ -263,11 +286,20 @@ def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
                                ("smtp_text", "reply"), ("provider_id", "provider id")]) if ledger else "(no attempts)")
 
 
-def _changes(rows: list[dict[str, Any]], verb: str) -> None:
-    click.echo(_table(rows, [("id", "id"), ("previous_status", "was"), ("status", "now")]))
-    changed = sum(1 for r in rows if r["previous_status"] is not None and r["status"] != r["previous_status"])
+def _changes(rows: list[dict[str, Any]], verb: str, as_json: bool) -> None:
+    """What changed (a table, or JSON); exit 1 afterwards when an id is no message at all."""
+    if as_json:
+        _emit_json(rows)
+    else:
+        columns = [("id", "id"), ("previous_status", "was"), ("status", "now")]
+        if any(r.get("not_retried_because") for r in rows):
+            columns.append(("not_retried_because", "why not"))
+        click.echo(_table(rows, columns, max_width=100))
+        changed = sum(1 for r in rows if r["previous_status"] is not None and r["status"] != r["previous_status"])
+        click.echo(f"{verb} {changed} of {len(rows)}")
     missing = [str(r["id"]) for r in rows if r["previous_status"] is None]
-    click.echo(f"{verb} {changed} of {len(rows)}" + (f"; no such message: {', '.join(missing)}" if missing else ""))
+    if missing:
+        raise OperatorError(f"no such message: {', '.join(missing)}", EXIT_NOT_FOUND)
 
 
 @click.command("retry")
@@ -292,10 +324,7 @@ def retry(dsn: str | None, as_json: bool, campaign: int | None, ids: tuple[int, 
                 click.echo(f"retried {retried} mail(s) of campaign {campaign}")
             return
         rows = conn.execute(SQL_RETRY, {"ids": list(ids)}).fetchall()
-    if as_json:
-        _emit_json(rows)
-    else:
-        _changes(rows, "retried")
+    _changes(rows, "retried", as_json)
 
 
 @click.command("cancel")
@@ -307,10 +336,7 @@ def cancel(dsn: str | None, as_json: bool, reason: str, ids: tuple[int, ...]) ->
     """Cancel queued, paused, review or failed mail by message IDS."""
     with _connection(dsn) as conn:
         rows = conn.execute(SQL_CANCEL, {"ids": list(ids), "reason": reason}).fetchall()
-    if as_json:
-        _emit_json(rows)
-    else:
-        _changes(rows, "cancelled")
+    _changes(rows, "cancelled", as_json)
 
 
 @click.group("review", invoke_without_command=True)

@@ -82,7 +82,11 @@ def classify_reply(code: int, text: bytes | str, stage: str = "data") -> Outcome
     text = " ".join(text.split())
     m = _ENHANCED.match(text)
     enhanced = m.group(1) if m else None
-    detail = f"{stage}: {code} {text}".strip()
+    # The code and the enhanced status travel in their own fields, and
+    # mark_outcomes writes last_error as "code enhanced detail": repeating
+    # them here gave "550 5.1.1 rcpt: 550 5.1.1 No such user".
+    reply = text[m.end():].lstrip() if m else text
+    detail = f"{stage}: {reply}".strip()
     if 200 <= code < 300:
         pid = _QUEUED_AS.search(text)
         return Outcome("sent", code, enhanced, detail, pid.group(1) if pid else None)

@@ -34,12 +34,13 @@ UPDATE mailroom.contents SET campaign_id = 7, recipient_id = delivery_key;
 CREATE TEMP TABLE ids AS SELECT delivery_key AS k, id FROM mailroom.contents;
 
 SELECT results_eq(
-  $$SELECT r.previous_status, r.status FROM mailroom.retry(
+  $$SELECT r.previous_status, r.status, split_part(r.not_retried_because, ' (', 1) FROM mailroom.retry(
       ARRAY(SELECT id FROM ids ORDER BY k) || ARRAY[999999, (SELECT id FROM ids WHERE k = 'fail')]) r
     ORDER BY r.id$$,
-  $$VALUES ('failed'::text, 'queued'::text), ('review', 'queued'), ('failed', 'failed'), ('sent', 'sent'),
-           ('queued', 'queued'), (NULL, NULL)$$,
-  'one row per distinct id: failed and review are queued again; a suppressed address, sent and queued mail are left; unknown ids say NULL');
+  $$VALUES ('failed'::text, 'queued'::text, NULL::text), ('review', 'queued', NULL), ('failed', 'failed', 'the address is suppressed'),
+           ('sent', 'sent', 'it is sent: only failed or review mail is retried'),
+           ('queued', 'queued', 'it is queued: only failed or review mail is retried'), (NULL, NULL, 'no such message')$$,
+  'one row per distinct id: failed and review are queued again; a suppressed address, sent and queued mail are left; unknown ids say NULL; not_retried_because says why');
 SELECT results_eq(
   $$SELECT k, status, status_reason, attempts, run_at = now(), finished_at FROM mailroom.messages JOIN ids USING (id) WHERE k IN ('fail', 'rev') ORDER BY k$$,
   $$VALUES ('fail'::text, 'queued'::text, 'operator retry'::text, 0, true, NULL::timestamptz),

@@ -159,6 +159,7 @@ CREATE TEMP TABLE readers (rel text PRIMARY KEY, roles text NOT NULL) ON COMMIT 
 INSERT INTO readers VALUES
   ('breaker_status', 'operator'),
   ('campaign_progress', 'app,operator'),
+  ('current_settings', 'operator'),
   ('delivered_keys', 'operator'),
   ('duplicate_deliveries', 'operator'),
   ('expired_leases', 'operator'),
@@ -168,6 +169,7 @@ INSERT INTO readers VALUES
   ('repeated_attempts', 'operator'),
   ('review_queue', 'operator'),
   ('runner_status', 'operator'),
+  ('send_limits', 'operator'),
   ('stream_overview', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;

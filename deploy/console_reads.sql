@@ -1,0 +1,253 @@
+-- Deploy mailroom:console_reads to pg
+-- requires: split_messages
+-- requires: attempts_claimed_at_brin
+-- requires: send_rates
+-- requires: table_suppressions
+-- requires: table_schedules
+-- requires: table_senders
+-- requires: table_domain_limits
+
+-- The operator console (mailroom web) connects as a login that holds
+-- mailroom_operator and nothing more, so everything it shows that the
+-- existing views do not must come through a narrow SECURITY DEFINER read:
+-- throughput series, send-rate limits and their use, a suppression search,
+-- the schedules, and a message search by recipient or Message-ID. Each is
+-- bounded (a window of the ledger, a LIMIT, a scan of the latest mail), so
+-- a page costs the same over a year of history as over a day.
+
+BEGIN;
+
+CREATE FUNCTION mailroom._throughput(
+  p_window interval    DEFAULT '1 hour',
+  p_bucket interval    DEFAULT '1 minute',
+  p_now    timestamptz DEFAULT now()
+)
+RETURNS TABLE (bucket_start timestamptz, sender text, sent bigint, retried bigint, failed bigint)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+-- The window's ledger rows come from the claimed_at BRIN index, and each
+-- finds its sender by a primary-key probe of contents: a hash join would
+-- read all of contents (the whole history) for a day's attempts.
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+BEGIN
+  IF p_bucket IS NULL OR p_bucket < interval '1 minute' OR p_bucket > interval '1 day' THEN
+    RAISE EXCEPTION 'mailroom: bucket: must be between 1 minute and 1 day, got %', coalesce(p_bucket::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_window IS NULL OR p_window < p_bucket OR p_window > 1440 * p_bucket THEN
+    RAISE EXCEPTION 'mailroom: window: must be between one bucket and 1440 buckets (%), got %', p_bucket, coalesce(p_window::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_now IS NULL THEN
+    RAISE EXCEPTION 'mailroom: now: must not be NULL' USING ERRCODE = '22023';
+  END IF;
+  -- Buckets are aligned to the epoch (whole minutes, whole hours), the
+  -- first one being the bucket that holds p_now - p_window, so a chart
+  -- drawn a minute later shows the same bars moved by one.
+  RETURN QUERY
+  SELECT date_bin(p_bucket, a.claimed_at, timestamptz '1970-01-01 00:00:00+00'),
+         c.sender,
+         count(*) FILTER (WHERE a.outcome = 'sent' AND NOT a.duplicate),
+         count(*) FILTER (WHERE a.outcome IN ('retry', 'expired')),
+         count(*) FILTER (WHERE a.outcome = 'failed')
+  FROM mailroom.attempts a
+  CROSS JOIN LATERAL (SELECT c.sender FROM mailroom.contents c WHERE c.id = a.message_id OFFSET 0) c
+  WHERE a.claimed_at >= date_bin(p_bucket, p_now - p_window, timestamptz '1970-01-01 00:00:00+00')
+    AND a.claimed_at <= p_now
+    AND a.outcome IN ('sent', 'retry', 'expired', 'failed')
+  GROUP BY 1, 2
+  ORDER BY 1, 2;
+END
+$$;
+ALTER FUNCTION mailroom._throughput(interval, interval, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._throughput(interval, interval, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._throughput(interval, interval, timestamptz) IS
+  'Owner only (tests pin the clock): mailroom.throughput over the window ending at p_now.';
+
+CREATE FUNCTION mailroom.throughput(p_window interval DEFAULT '1 hour', p_bucket interval DEFAULT '1 minute')
+RETURNS TABLE (bucket_start timestamptz, sender text, sent bigint, retried bigint, failed bigint)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT * FROM mailroom._throughput(p_window, p_bucket, now())
+$$;
+ALTER FUNCTION mailroom.throughput(interval, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.throughput(interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.throughput(interval, interval) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.throughput(interval, interval) IS
+  'Operators: attempts per bucket (epoch-aligned, p_bucket long, 1 minute to 1 day) and sender over the last p_window (at most 1440 buckets), by the time they were claimed: sent (first sends, not duplicates), retried (retry or lease expired), failed. Buckets without attempts are left out.';
+
+CREATE FUNCTION mailroom.send_rate_usage()
+RETURNS TABLE (kind text, name text, max_per_second integer, max_per_minute integer,
+               used_last_second integer, used_last_minute integer)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  -- Use is read from the sliding windows claim_batch spends (mailroom.rate_limits,
+  -- keys mailroom/<kind>/<name>/s and /m), counted as claim_batch counts them.
+  WITH limits AS (
+    SELECT 'sender'::text AS kind, s.name, s.max_per_second, s.max_per_minute FROM mailroom.senders s
+    UNION ALL
+    SELECT 'domain', d.domain, d.max_per_second, d.max_per_minute FROM mailroom.domain_limits d
+    UNION ALL
+    -- Domains spending the default ('*') row's budget, each on its own: the
+    -- ones with a window still alive, at most 200 (the busiest matter).
+    SELECT 'domain', x.domain, d.max_per_second, d.max_per_minute
+    FROM (SELECT DISTINCT split_part(r.key, '/', 3) AS domain
+          FROM mailroom.rate_limits r
+          WHERE r.key LIKE 'mailroom/domain/%' AND r.expires_at > now()
+          LIMIT 200) x
+    JOIN mailroom.domain_limits d ON d.domain = '*'
+    WHERE NOT EXISTS (SELECT FROM mailroom.domain_limits o WHERE o.domain = x.domain)
+  )
+  SELECT l.kind, l.name, l.max_per_second, l.max_per_minute,
+         (SELECT u.used FROM mailroom.rate_limits r,
+                 mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 second')) u
+          WHERE r.key = 'mailroom/' || l.kind || '/' || l.name || '/s' AND r.algorithm = 'sliding'
+            AND r.window_length = interval '1 second'),
+         (SELECT u.used FROM mailroom.rate_limits r,
+                 mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 minute')) u
+          WHERE r.key = 'mailroom/' || l.kind || '/' || l.name || '/m' AND r.algorithm = 'sliding'
+            AND r.window_length = interval '1 minute')
+  FROM limits l
+  ORDER BY 1 DESC, l.name = '*' DESC, 2
+$$;
+ALTER FUNCTION mailroom.send_rate_usage() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.send_rate_usage() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.send_rate_usage() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.send_rate_usage() IS
+  'Operators: the send-rate limits (senders, then domains: ''*'' is the default each domain without a row gets, listed again for up to 200 domains spending it now) with what claim_batch has spent of them in the last second and minute (sliding windows; NULL = nothing spent lately, or no window kept for an unlimited one).';
+
+CREATE FUNCTION mailroom.suppression_search(p_query text DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS SETOF mailroom.suppressions
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_query text := nullif(lower(btrim(p_query)), '');
+BEGIN
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+    RAISE EXCEPTION 'mailroom: limit: must be between 1 and 1000, got %', coalesce(p_limit::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF length(v_query) > 320 THEN
+    RAISE EXCEPTION 'mailroom: query: at most 320 characters, got %', length(v_query) USING ERRCODE = '22023';
+  END IF;
+  -- A substring of the address (case-insensitive), or a reason or
+  -- source named exactly; newest first. Whole rows, so a column added to
+  -- the table (a stream scope) shows without a new function.
+  RETURN QUERY
+  SELECT s.* FROM mailroom.suppressions s
+  WHERE v_query IS NULL
+     OR strpos(lower(s.address), v_query) > 0
+     OR s.reason = v_query
+     OR lower(s.source) = v_query
+  ORDER BY s.created_at DESC, s.address_key
+  LIMIT p_limit;
+END
+$$;
+ALTER FUNCTION mailroom.suppression_search(text, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.suppression_search(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.suppression_search(text, integer) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.suppression_search(text, integer) IS
+  'Operators: suppressions whose address contains p_query (case-insensitive), or whose reason or source is p_query; newest first, at most p_limit (1..1000). NULL or empty: the newest.';
+
+CREATE FUNCTION mailroom.schedule_list(p_limit integer DEFAULT 200)
+RETURNS TABLE (schedule_key text, to_address text, time_zone text, rule text, template_key text, sender text,
+               priority smallint, window_start time, window_end time, active boolean,
+               next_run_at timestamptz, last_run_at timestamptz, updated_at timestamptz)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+    RAISE EXCEPTION 'mailroom: limit: must be between 1 and 10000, got %', coalesce(p_limit::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  -- Not the template variables: they are the application's data.
+  RETURN QUERY
+  SELECT s.schedule_key, s.to_address, s.time_zone, s.rule, s.template_key, s.sender, s.priority,
+         s.window_start, s.window_end, s.active, s.next_run_at, s.last_run_at, s.updated_at
+  FROM mailroom.schedules s
+  ORDER BY s.active DESC, s.next_run_at NULLS LAST, s.schedule_key
+  LIMIT p_limit;
+END
+$$;
+ALTER FUNCTION mailroom.schedule_list(integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.schedule_list(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.schedule_list(integer) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.schedule_list(integer) IS
+  'Operators: the recurring schedules, active ones first by next run, at most p_limit (1..10000); without their template variables.';
+
+CREATE FUNCTION mailroom.find_messages(p_query text, p_scan integer DEFAULT 200000)
+RETURNS TABLE (id bigint, delivery_key text, to_address text, sender text, campaign_id bigint,
+               created_at timestamptz, matched_by text)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_query  text := btrim(p_query);
+  v_hex    text;
+  v_newest bigint;
+BEGIN
+  IF v_query IS NULL OR v_query = '' OR length(v_query) > 998 THEN
+    RAISE EXCEPTION 'mailroom: query: an id, delivery key, Message-ID or recipient of 1 to 998 characters is required'
+      USING ERRCODE = '22023';
+  END IF;
+  IF p_scan IS NULL OR p_scan < 1 OR p_scan > 10000000 THEN
+    RAISE EXCEPTION 'mailroom: scan: must be between 1 and 10000000, got %', coalesce(p_scan::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  -- A delivery key, then an id: one index probe each, over all of history.
+  RETURN QUERY
+  SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'delivery_key'::text
+  FROM mailroom.contents c WHERE c.delivery_key = v_query;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  IF v_query ~ '^[0-9]{1,18}$' THEN
+    RETURN QUERY
+    SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'id'::text
+    FROM mailroom.contents c WHERE c.id = v_query::bigint;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
+  -- Message-IDs and recipients have no index (one more B-tree on every
+  -- enqueue for a console search is not worth it), so they are looked for
+  -- among the latest p_scan mails by id: a primary-key range, bounded
+  -- however long the history. The Message-ID is the runner's
+  -- sha256(delivery key) (render.message_id), with or without <> and domain.
+  SELECT max(c.id) INTO v_newest FROM mailroom.contents c;
+  v_hex := substring(lower(v_query) FROM '^<?([0-9a-f]{40})(@[^>]*)?>?$');
+  IF v_hex IS NOT NULL THEN
+    RETURN QUERY
+    SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'message_id'::text
+    FROM mailroom.contents c
+    WHERE c.id > v_newest - p_scan
+      AND left(encode(sha256(convert_to(c.delivery_key, 'UTF8')), 'hex'), 40) = v_hex
+    ORDER BY c.id DESC LIMIT 1;
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'recipient'::text
+  FROM mailroom.contents c
+  WHERE c.id > v_newest - p_scan AND lower(c.to_address) = lower(v_query)
+  ORDER BY c.id DESC LIMIT 100;
+END
+$$;
+ALTER FUNCTION mailroom.find_messages(text, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.find_messages(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.find_messages(text, integer) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.find_messages(text, integer) IS
+  'Operators: mail by delivery key or id (any age), else by Message-ID (<sha256hex@domain>, as the runner writes it) or recipient address (case-insensitive, newest 100) among the latest p_scan mails; matched_by says which. inspect(id) shows one with its ledger.';
+
+COMMIT;

@@ -1,0 +1,61 @@
+"""`mailroom web`: the operator console on a local development server."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+
+def _parse_bind(bind: str) -> tuple[str, int]:
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit() or not (0 < int(port) < 65536):
+        raise click.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:8025", param_hint="--bind")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@click.command("web")
+@click.option("--bind", default="127.0.0.1:8025", show_default=True, envvar="MAILROOM_CONSOLE_BIND",
+              help="HOST:PORT to listen on. Loopback unless told: put a TLS reverse proxy in front for others.")
+@click.option("--dsn", envvar=["MAILROOM_CONSOLE_DSN", "MAILROOM_DSN"], metavar="URL",
+              help="libpq URL of a login that holds mailroom_operator and nothing more.")
+@click.option("--users-file", type=click.Path(dir_okay=False), envvar="MAILROOM_CONSOLE_USERS_FILE",
+              help="Operator accounts, one NAME:HASH a line (hashes from --hash-password).")
+@click.option("--trust-header", metavar="NAME", envvar="MAILROOM_CONSOLE_TRUST_HEADER",
+              help="Take the operator's name from this request header (only behind a proxy that authenticates and sets it).")
+@click.option("--hash-password", is_flag=True,
+              help="Read a password (twice, not echoed) and print its hash for the users file; then exit.")
+def web_cmd(bind, dsn, users_file, trust_header, hash_password):
+    """The operator console in the browser (a development server; run it
+    under gunicorn in production: docs/console.md)."""
+    from mailroom.console.auth import hash_password as make_hash
+
+    if hash_password:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
+        click.echo(make_hash(password))
+        return
+    if users_file:
+        import os
+
+        os.environ["MAILROOM_CONSOLE_USERS_FILE"] = users_file
+    host, port = _parse_bind(bind)
+    from werkzeug.serving import make_server
+
+    from mailroom.console import ConsoleConfigError, create_app
+    from mailroom.console.db import ConsoleDatabaseError
+
+    try:
+        app = create_app(dsn, trust_header=trust_header)
+    except (ConsoleConfigError, ConsoleDatabaseError) as e:
+        click.echo(f"mailroom: {e}", err=True)
+        sys.exit(e.exit_code)
+    server = make_server(host, port, app, threaded=True)
+    click.echo(f"mailroom: console on http://{host}:{server.server_port}/ (Ctrl-C stops it)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        app.extensions["mailroom"]["db"].close()

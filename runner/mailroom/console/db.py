@@ -1,0 +1,133 @@
+"""The console's database access: a small pool of connections as a login
+that holds mailroom_operator and nothing more, and every statement the
+console sends (reads of the operator views and functions, writes through the
+operator functions; never a table)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from mailroom import exitcodes, logs
+
+
+class ConsoleDatabaseError(RuntimeError):
+    """The database cannot serve the console: unreachable (exit code 3), or
+    the wrong role (4)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# The roles the console's login must not hold: it reads and decides as an
+# operator, so it should not be able to enqueue, claim, or own the schema.
+_FORBIDDEN_ROLES = ("mailroom_owner", "mailroom_app", "mailroom_runner")
+
+ROLE_CHECK = """
+SELECT r.rolsuper,
+       pg_has_role(current_user, 'mailroom_operator', 'USAGE') AS operator,
+       array_remove(ARRAY[{checks}], NULL) AS extra
+FROM pg_roles r WHERE r.rolname = current_user
+""".format(checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
+                            for r in _FORBIDDEN_ROLES))
+
+
+def safe_dsn(dsn: str) -> str:
+    """The DSN as it may be shown: without its password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(unparsable DSN)"
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+class Database:
+    def __init__(self, dsn: str, *, max_size: int = 4, allow_extra_roles: bool = False):
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as e:
+            raise ConsoleDatabaseError(f"--dsn: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
+        logs.register_secret(info.get("password"))
+        self.shown_dsn = safe_dsn(dsn)
+        self.pool = ConnectionPool(
+            dsn, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "mailroom-console",
+                    "connect_timeout": 10},
+        )
+        self.allow_extra_roles = allow_extra_roles
+
+    def open(self) -> None:
+        """Connect now and check the role, so bad configuration fails at start."""
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except psycopg_pool_errors() as e:
+            raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {logs.redact(str(e))}",
+                                       exitcodes.UNREACHABLE) from None
+        row = self.one(ROLE_CHECK)
+        if not row["operator"]:
+            self.close()
+            raise ConsoleDatabaseError("the console's login must be a member of mailroom_operator", exitcodes.REFUSED)
+        if (row["rolsuper"] or row["extra"]) and not self.allow_extra_roles:
+            self.close()
+            held = ["superuser"] if row["rolsuper"] else []
+            raise ConsoleDatabaseError(
+                "the console's login must hold mailroom_operator and nothing more, it is also "
+                + ", ".join(held + list(row["extra"])) + ": use a login made for it"
+                " (CREATE ROLE mailroom_console LOGIN IN ROLE mailroom_operator)", exitcodes.REFUSED)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        with self.pool.connection() as conn:
+            yield conn
+
+    def all(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        with self.connection() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        with self.connection() as conn:
+            return conn.execute(sql, params).fetchone()
+
+
+def psycopg_pool_errors() -> tuple[type[BaseException], ...]:
+    from psycopg_pool import PoolTimeout
+
+    return (PoolTimeout, psycopg.OperationalError)
+
+
+# --- what the console sends ------------------------------------------------------
+
+QUEUE_STATS = "SELECT * FROM mailroom.queue_stats"
+# Due for over a minute: mail runners should have taken by now.
+OVERDUE_BY_SENDER = """
+SELECT sender, count(*) AS overdue FROM mailroom.overdue
+WHERE overdue_for > interval '1 minute' GROUP BY sender
+"""
+RUNNER_WARNINGS = "SELECT * FROM mailroom.runner_warnings()"
+RUNNERS = "SELECT * FROM mailroom.runner_status WHERE state <> 'stopped' OR stopped_at > now() - interval '1 hour'"
+THROUGHPUT = "SELECT * FROM mailroom.throughput(%(window)s::interval, %(bucket)s::interval)"
+CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress ORDER BY campaign_id DESC LIMIT 200"
+CAMPAIGN_ACTIONS = {
+    "pause": "SELECT mailroom.pause_campaign(%(id)s) AS result",
+    "resume": "SELECT mailroom.resume_campaign(%(id)s) AS result",
+    "cancel": "SELECT mailroom.cancel_campaign(%(id)s) AS result",
+}
+REVIEW_QUEUE = "SELECT * FROM mailroom.review_queue ORDER BY in_review_since LIMIT 500"
+RESOLVE_REVIEW = "SELECT mailroom.resolve_review(%(id)s, %(decision)s) AS result"
+FIND_MESSAGES = "SELECT * FROM mailroom.find_messages(%(q)s)"
+INSPECT = "SELECT mailroom.inspect(%(ref)s) AS mail"
+SUPPRESSIONS = "SELECT * FROM mailroom.suppression_search(%(q)s, 200)"
+SUPPRESS = "SELECT mailroom.suppress(%(address)s, %(reason)s, %(source)s) AS result"
+UNSUPPRESS = "SELECT mailroom.unsuppress(%(address)s) AS result"
+SCHEDULES = "SELECT * FROM mailroom.schedule_list(500)"
+SEND_RATES = "SELECT * FROM mailroom.send_rate_usage()"

@@ -1,0 +1,100 @@
+-- Tests for mailroom:console_reads
+BEGIN;
+SELECT plan(34);
+SET LOCAL client_min_messages = warning;
+TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;  -- the v0.4 tables (split_messages)
+TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits;
+\ir include/core_state.psql
+
+-- Contract: each is a definer the operator may execute, and nobody else.
+SELECT is_definer('mailroom', f, a) FROM (VALUES
+  ('throughput', ARRAY['interval', 'interval']), ('send_rate_usage', ARRAY[]::text[]),
+  ('suppression_search', ARRAY['text', 'integer']), ('schedule_list', ARRAY['integer']),
+  ('find_messages', ARRAY['text', 'integer'])) AS x(f, a);
+SELECT function_privs_are('mailroom', f, a, r, CASE WHEN r = 'mailroom_operator' THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
+                          f || ' for ' || r)
+FROM (VALUES ('throughput', ARRAY['interval', 'interval']), ('find_messages', ARRAY['text', 'integer']),
+             ('suppression_search', ARRAY['text', 'integer'])) AS x(f, a),
+     unnest(ARRAY['mailroom_operator', 'mailroom_app', 'mailroom_runner']) r;
+
+-- throughput: attempts bucketed by the minute they were claimed, per sender.
+SELECT pg_temp.t_mail(k, s, '2026-03-02 09:00Z') FROM (VALUES ('a', 'default'), ('b', 'default'), ('c', 'news'),
+  ('d', 'default'), ('old', 'default')) AS x(k, s);
+SELECT pg_temp.t_claim('a', 'w', '2026-03-02 10:00:10Z'); SELECT pg_temp.t_end('a', 'sent', '2026-03-02 10:00:11Z', 'sent');
+SELECT pg_temp.t_claim('b', 'w', '2026-03-02 10:00:40Z'); SELECT pg_temp.t_end('b', 'retry', '2026-03-02 10:00:41Z', 'retry');
+SELECT pg_temp.t_claim('b', 'w', '2026-03-02 10:01:05Z'); SELECT pg_temp.t_end('b', 'failed', '2026-03-02 10:01:06Z', 'failed');
+SELECT pg_temp.t_claim('c', 'w', '2026-03-02 10:01:20Z'); SELECT pg_temp.t_end('c', 'sent', '2026-03-02 10:01:21Z', 'sent');
+SELECT pg_temp.t_claim('d', 'w', '2026-03-02 10:02:00Z'); SELECT pg_temp.t_end('d', 'expired', '2026-03-02 10:03:00Z');
+SELECT pg_temp.t_claim('old', 'w', '2026-03-02 08:59:00Z'); SELECT pg_temp.t_end('old', 'sent', '2026-03-02 08:59:01Z', 'sent');
+SELECT results_eq(
+  $$SELECT bucket_start, sender, sent, retried, failed FROM mailroom._throughput('1 hour', '1 minute', '2026-03-02 10:02:30Z')$$,
+  $$VALUES ('2026-03-02 10:00Z'::timestamptz, 'default'::text, 1::bigint, 1::bigint, 0::bigint),
+           ('2026-03-02 10:01Z', 'default', 0, 0, 1),
+           ('2026-03-02 10:01Z', 'news', 1, 0, 0),
+           ('2026-03-02 10:02Z', 'default', 0, 1, 0)$$,
+  'per minute and sender: sent, retried (retry or expired), failed; attempts before the window are left out');
+SELECT results_eq(
+  $$SELECT bucket_start, sum(sent)::bigint, sum(retried)::bigint, sum(failed)::bigint
+    FROM mailroom._throughput('1 day', '1 hour', '2026-03-02 10:30Z') GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('2026-03-02 08:00Z'::timestamptz, 1::bigint, 0::bigint, 0::bigint), ('2026-03-02 10:00Z', 2, 2, 1)$$,
+  'per hour over the day, epoch-aligned buckets');
+SELECT is_empty($$SELECT * FROM mailroom.throughput()$$, 'the public function reads up to now(): nothing in the last hour');
+SELECT throws_ok($$SELECT * FROM mailroom.throughput('1 hour', '10 seconds')$$, '22023',
+  'mailroom: bucket: must be between 1 minute and 1 day, got 00:00:10', 'a bucket under a minute is refused');
+SELECT throws_ok($$SELECT * FROM mailroom.throughput('2 days', '1 minute')$$, '22023',
+  'mailroom: window: must be between one bucket and 1440 buckets (00:01:00), got 2 days', 'too many buckets are refused');
+
+-- send_rate_usage: limits and what claim_batch spent of them.
+SELECT mailroom.set_sender_limits('news', 10, 100);
+SELECT mailroom.set_domain_limits('example.com', NULL, 50);
+SELECT mailroom._send_rate_record(ARRAY['mailroom/sender/news/s', 'mailroom/sender/news/m', 'mailroom/domain/example.com/m',
+                                        'mailroom/domain/other.org/m'],
+                                  ARRAY[3, 7, 4, 2], ARRAY[interval '1 second', interval '1 minute', interval '1 minute', interval '1 minute'],
+                                  now());
+SELECT results_eq(
+  $$SELECT kind, name, max_per_second, max_per_minute, used_last_second, used_last_minute FROM mailroom.send_rate_usage()$$,
+  $$VALUES ('sender'::text, 'news'::text, 10, 100, 3, 7),
+           ('domain', '*', NULL::integer, NULL::integer, NULL::integer, NULL::integer),
+           ('domain', 'example.com', NULL, 50, NULL, 4),
+           ('domain', 'other.org', NULL, NULL, NULL, 2)$$,
+  'senders, the default domain row, domains with their own row, domains spending the default: limits and use');
+
+-- suppression_search
+SELECT mailroom.suppress('Ann@Example.com', 'manual', 'console');
+SELECT mailroom.suppress('bob@example.org', 'complaint', 'fbl');
+SELECT mailroom.suppress('carol@example.net', 'unsubscribed');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('ANN@ex')$$, $$VALUES ('Ann@Example.com'::text)$$,
+  'a substring of the address, case-insensitive');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('complaint')$$, $$VALUES ('bob@example.org'::text)$$,
+  'a reason');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('FBL')$$, $$VALUES ('bob@example.org'::text)$$, 'a source');
+SELECT is((SELECT count(*) FROM mailroom.suppression_search(NULL)), 3::bigint, 'no query: the newest');
+SELECT is((SELECT count(*) FROM mailroom.suppression_search('', 2)), 2::bigint, 'at most p_limit');
+SELECT throws_ok($$SELECT * FROM mailroom.suppression_search('x', 0)$$, '22023',
+  'mailroom: limit: must be between 1 and 1000, got 0', 'a bad limit is refused');
+
+-- schedule_list
+SELECT mailroom.upsert_template('weekly', 'W', 'Hello', NULL);
+SELECT mailroom.schedule_upsert('s-1', 'sam@example.com', '0 8 * * 1', 'Europe/Paris', 'weekly', '{"secret": "x"}');
+SELECT results_eq($$SELECT schedule_key, to_address, rule, active FROM mailroom.schedule_list()$$,
+  $$VALUES ('s-1'::text, 'sam@example.com'::text, '0 8 * * 1'::text, true)$$, 'the schedules');
+SELECT throws_ok($$SELECT * FROM mailroom.schedule_list(0)$$, '22023',
+  'mailroom: limit: must be between 1 and 10000, got 0', 'a bad limit is refused');
+
+-- find_messages
+SELECT results_eq($$SELECT delivery_key, matched_by FROM mailroom.find_messages('c')$$,
+  $$VALUES ('c'::text, 'delivery_key'::text)$$, 'by delivery key');
+SELECT results_eq(format($$SELECT delivery_key, matched_by FROM mailroom.find_messages(%L)$$, pg_temp.t_id('d')),
+  $$VALUES ('d'::text, 'id'::text)$$, 'by id');
+SELECT results_eq($$SELECT delivery_key, matched_by FROM mailroom.find_messages(
+    '<' || left(encode(sha256(convert_to('b', 'UTF8')), 'hex'), 40) || '@tests.mailroom.invalid>')$$,
+  $$VALUES ('b'::text, 'message_id'::text)$$, 'by Message-ID as the runner writes it');
+SELECT results_eq($$SELECT delivery_key FROM mailroom.find_messages(upper('a@example.com'))$$,
+  $$VALUES ('a'::text)$$, 'by recipient, case-insensitive');
+SELECT is_empty($$SELECT * FROM mailroom.find_messages('a@example.com', 1)$$,
+  'recipients are looked for among the latest p_scan mails only');
+SELECT throws_ok($$SELECT * FROM mailroom.find_messages(' ')$$, '22023',
+  'mailroom: query: an id, delivery key, Message-ID or recipient of 1 to 998 characters is required', 'an empty query is refused');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -218,6 +218,8 @@ class Runner:
             # Waiting on a relay: coroutines, one thread for all connections.
             self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job.row),
                                           self.record, self._hand_back, self._should_hand_back)
+            metrics.SESSIONS_IDLE.set_function(lambda: self.sendpool.idle)
+            metrics.SENDS_WAITING.set_function(self.sendpool.waiting)
         else:
             # null:// and file:// do not wait on anything: plain threads.
             self.sendpool = ThreadSendPool(self.transport, settings.concurrency, self._deliver, self._hand_back,

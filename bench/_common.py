@@ -126,11 +126,16 @@ def _runnerkit():
 
 
 @contextmanager
-def mailroom_runners(url: str, smtp: str, n: int, *args: str, name: str = "bench"):
+def mailroom_runners(url: str, smtp: str, n: int, *args: str, name: str = "bench",
+                     per_runner: list[tuple[str, ...]] | None = None, env: dict | None = None):
     """Start n `mailroom run` processes and yield them once each is idle and
-    LISTENing (its LISTEN connection is open); stop them (SIGTERM) after."""
+    LISTENing (its LISTEN connection is open); stop them (SIGTERM) after.
+    per_runner: extra arguments for each runner (e.g. its own --metrics-port);
+    env: extra environment (e.g. PYTHONPATH of another checkout's runner/)."""
     RunnerProcess = _runnerkit()
-    procs = [RunnerProcess(url, smtp, "--worker", f"{name}-{i}", "--log-level", "warning", *args)
+    extra = per_runner or [()] * n
+    procs = [RunnerProcess(url, smtp, "--worker", f"{name}-{i}", "--log-level", "warning", *args, *extra[i],
+                           env=env)
              for i in range(n)]
     try:
         deadline = time.monotonic() + 60

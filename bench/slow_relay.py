@@ -5,18 +5,35 @@ runner must do is keep many connections busy at a small CPU cost per mail.
 For 1 runner x 256 connections (v0.3.0's threads reached 0.85 of the ideal
 there), 4 runners x 256 and 1 runner x 1,024 connections (the targets): enough
 queued mail for about 30 s of sending (10 s with --quick), runners started
-idle and LISTENing, then woken. Figures over the steady state (from 10 % to
-90 % of the mail sent, read from the queue every 0.25 s):
+idle and LISTENing, then woken. Figures over the steady state, from the
+10 % to the 90 % finishing row of the ledger (attempts.finished_at; the bench
+only counts finishing rows by their index while it waits, every 0.25 s, so its
+polling costs the database next to nothing):
 
 - mails/s and its ratio to the ideal runners x connections / 1 s,
-- runner CPU per mail (user + system of the runner processes, /proc),
+- the same ratio for the sink alone: what smtp-sink sustains at that many
+  connections for a trivial pipelining asyncio client in this process (no
+  database, no rendering), measured just before; on a loaded machine neither
+  reaches 1, and the runner cannot do better than the sink,
+- runner CPU per mail (user + system of the runner processes, /proc,
+  interpolated at the window's ends),
 - peak RSS (VmHWM) of a runner.
+
+Options for investigating (make bench passes none of them): --configs 1x1024,
+--seconds N, --delay 0 (a fast sink: CPU per mail without the wait),
+--sessions (scrape each runner's Prometheus metrics every poll and print how
+many SMTP sessions sat idle waiting for claimed mail), --no-sink-alone,
+--profile DIR (py-spy record of the first runner over the window, if py-spy
+is installed), --rounds N (repeat the configurations), --ab DIR (each
+round also runs the runner package in DIR, e.g. main's runner/ copied there,
+in alternating order: an A/B in one run, for a busy machine, where CPU per
+mail is the figure to trust).
 
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
 when run as root), so the sink is not what is measured. It listens on
 127.0.0.1 only; as root it runs with `-u nobody`.
 
-    .venv/bin/python bench/slow_relay.py [--quick]
+    .venv/bin/python bench/slow_relay.py [--quick] [--configs RxC,...] [--delay S] ...
 """
 
 from __future__ import annotations
@@ -56,14 +73,16 @@ def _raise_open_files(n: int) -> None:
 
 
 @contextmanager
-def smtp_sink(binary: str, connections: int):
-    """smtp-sink on a free loopback port, holding each mail DELAY s; yields its smtp:// URL."""
+def smtp_sink(binary: str, connections: int, delay: float = DELAY):
+    """smtp-sink on a free loopback port, holding each mail `delay` s (0: no
+    wait); yields its smtp:// URL and pid."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     _raise_open_files(connections + 256)
+    # -w holds the reply to DATA (the 354), not the one after the body.
     cmd = [binary, *(["-u", "nobody"] if os.geteuid() == 0 else []), "-m", str(connections + 64),
-           "-w", str(int(DELAY)), f"127.0.0.1:{port}", "4096"]
+           *(["-w", str(int(delay))] if delay else []), f"127.0.0.1:{port}", "4096"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
@@ -75,73 +94,201 @@ def smtp_sink(binary: str, connections: int):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("smtp-sink did not start: " + (proc.stderr.read() or b"").decode())
                 time.sleep(0.05)
-        yield f"smtp://127.0.0.1:{port}?timeout=30", proc.pid
+        yield f"smtp://127.0.0.1:{port}?timeout=30", port, proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def sent(conn) -> int:
-    return conn.execute("SELECT count(*) FROM mailroom.messages WHERE status = 'sent'").fetchone()[0]
+def finished(conn) -> int:
+    """Mail with its finishing ledger row: an index-only count (attempts_finished_idx)."""
+    return conn.execute("SELECT count(*) FROM mailroom.attempts WHERE finished_as IS NOT NULL").fetchone()[0]
 
 
-def measure(url: str, smtp: str, runners: int, connections: int, seconds: float):
-    total = int(runners * connections / DELAY * seconds)
+def nth_finish(conn, n: int) -> float:
+    """Epoch of the n-th (from 1) finishing ledger row."""
+    return conn.execute("SELECT extract(epoch FROM finished_at)::float8 FROM mailroom.attempts"
+                        " WHERE finished_as IS NOT NULL ORDER BY finished_at OFFSET %s LIMIT 1",
+                        (n - 1,)).fetchone()[0]
+
+
+def interpolate(samples: list[tuple[float, float]], t: float) -> float:
+    """The value at time t of a series of (time, value) samples, linearly between them."""
+    for (t0, v0), (t1, v1) in zip(samples, samples[1:]):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return samples[0][1] if t < samples[0][0] else samples[-1][1]
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The mailroom_* gauges of a runner's /metrics."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+            if line.startswith(("mailroom_sessions_idle ", "mailroom_sends_waiting ", "mailroom_in_flight "))}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sink_alone(port: int, connections: int, seconds: float, delay: float) -> float:
+    """Mails/s the sink sustains at `connections` for a trivial client: one
+    pipelined MAIL/RCPT/DATA write, the body, the reply, again; counted over
+    the last 70 % of `seconds` (after the sessions have opened)."""
+    import asyncio
+
+    body = (b"From: a@bench.invalid\r\nTo: b@bench.invalid\r\nSubject: sink alone\r\n\r\n"
+            + b"Hello, your order has shipped.\r\n" * 10 + b".\r\n")
+    finishes: list[float] = []
+
+    async def session():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await reader.readline()
+        writer.write(b"EHLO bench.invalid\r\n")
+        while (await reader.readline())[3:4] == b"-":
+            pass
+        while True:
+            writer.write(b"MAIL FROM:<a@bench.invalid>\r\nRCPT TO:<b@bench.invalid>\r\nDATA\r\n")
+            for _ in range(3):
+                await reader.readline()
+            writer.write(body)
+            await reader.readline()
+            finishes.append(time.monotonic())
+
+    async def run():
+        tasks = [asyncio.create_task(session()) for _ in range(connections)]
+        await asyncio.sleep(seconds)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    _raise_open_files(connections + 256)
+    asyncio.run(run())
+    since = max(finishes) - seconds * 0.7 if finishes else 0
+    return sum(1 for f in finishes if f > since) / (seconds * 0.7)
+
+
+def measure(url: str, smtp: str, runners: int, connections: int, seconds: float, delay: float,
+            sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None):
+    # With no wait, as many mails as a slow relay would take in `seconds` at these connections.
+    total = int(runners * connections / max(delay, DELAY) * seconds)
+    metric_ports = [free_port() for _ in range(runners)] if sessions else []
     with psycopg.connect(url, autocommit=True) as conn, \
             mailroom_runners(url, smtp, runners, "--concurrency", str(connections), "--batch", "200",
-                             name=f"slow{runners}x{connections}") as procs:
+                             name=f"slow{runners}x{connections}",
+                             per_runner=[("--metrics-port", str(p)) for p in metric_ports] or None,
+                             env={"PYTHONPATH": str(runner_path)} if runner_path else None) as procs:
         pids = [p.proc.pid for p in procs]
         load_queued(conn, total, f"{runners}x{connections}")
         conn.execute("NOTIFY mailroom, 'default'")
-        t_start = t_end = None
-        cpu_start = cpu_end = 0.0
-        n_start = n_end = 0
+        cpu: list[tuple[float, float]] = []
+        idle: list[tuple[float, float, float]] = []  # (time, idle sessions, claimed mail waiting)
+        spy = None
         deadline = time.monotonic() + seconds * 4 + 60
         while True:
-            n, now = sent(conn), time.monotonic()
-            if t_start is None and n >= total * 0.1:
-                t_start, n_start, cpu_start = now, n, sum(cpu_seconds(p) for p in pids)
-            if t_start is not None and n >= total * 0.9:
-                t_end, n_end, cpu_end = now, n, sum(cpu_seconds(p) for p in pids)
+            n, now = finished(conn), time.time()
+            cpu.append((now, sum(cpu_seconds(p) for p in pids)))
+            if metric_ports:
+                gauges = [scrape(p) for p in metric_ports]
+                idle.append((now, sum(g["mailroom_sessions_idle"] for g in gauges),
+                             sum(g["mailroom_sends_waiting"] for g in gauges)))
+            if profile is not None and spy is None and n >= total * 0.1:
+                spy = subprocess.Popen(["py-spy", "record", "--pid", str(pids[0]), "--rate", "50",
+                                        "--duration", str(int(seconds * 0.7)), "--format", "speedscope",
+                                        "-o", str(profile / f"slow{runners}x{connections}.json")],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if n >= total:
                 break
-            if now > deadline:
+            if time.monotonic() > deadline:
                 raise RuntimeError(f"only {n:,} of {total:,} sent in time")
             time.sleep(0.25)
         rss = max(peak_rss_mb(p) for p in pids)
-        while sent(conn) < total and time.monotonic() < deadline:
-            time.sleep(0.25)
-    mails = n_end - n_start
+        first, last = int(total * 0.1), int(total * 0.9)
+        t_start, t_end = nth_finish(conn, first), nth_finish(conn, last)
+        if spy is not None:
+            spy.wait(60)
+    mails = last - first
     rate = mails / (t_end - t_start)
     ideal = runners * connections / DELAY
+    cpu_used = interpolate(cpu, t_end) - interpolate(cpu, t_start)
+    steady = [(i, w) for t, i, w in idle if t_start <= t <= t_end]
     return {"runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
-            "ratio": rate / ideal, "cpu_us": (cpu_end - cpu_start) / mails * 1e6, "rss": rss,
-            "window": t_end - t_start}
+            "ratio": rate / ideal, "cpu_us": cpu_used / mails * 1e6, "rss": rss, "window": t_end - t_start,
+            "idle": steady}
+
+
+def _configs(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        return tuple((int(r), int(c)) for r, c in (part.lower().split("x") for part in text.split(",")))
+    except ValueError:
+        raise SystemExit(f"--configs: {text!r}: expected RUNNERSxCONNECTIONS[,...], e.g. 1x1024,4x256") from None
 
 
 def main() -> int:
-    args = bench_parser(__doc__).parse_args()
-    seconds = 10.0 if args.quick else 30.0
+    parser = bench_parser(__doc__)
+    parser.add_argument("--configs", type=_configs, default=CONFIGS, help="e.g. 1x1024,4x256")
+    parser.add_argument("--seconds", type=float, default=None, help="sending time per configuration")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds the sink holds each mail (0: none)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the configurations, alternating")
+    parser.add_argument("--sessions", action="store_true", help="sample idle SMTP sessions (runner metrics)")
+    parser.add_argument("--no-sink-alone", dest="sink_alone", action="store_false",
+                        help="skip measuring the sink alone")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of the first runner here")
+    parser.add_argument("--ab", type=Path, default=None, metavar="DIR",
+                        help="A/B: also run the mailroom package found in DIR (alternating)")
+    args = parser.parse_args()
+    seconds = args.seconds or (10.0 if args.quick else 30.0)
     binary = smtp_sink_binary()
-    print(f"mailroom bench: slow relay (smtp-sink -w {DELAY:.0f}: each mail held {DELAY:.0f} s),"
+    print(f"mailroom bench: slow relay (smtp-sink -w {args.delay:.0f}: each mail held {args.delay:.0f} s),"
           f" about {seconds:.0f} s of sending per configuration")
     if binary is None:
         print("smtp-sink not found: install Debian's postfix package (make bench does, as root)")
         target("slow relay measured", "smtp-sink missing", False)
         return 0
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     rows = []
     with scratch_database("mailroom_bench_slow_relay") as url:
-        for runners, connections in CONFIGS:
-            with smtp_sink(binary, runners * connections) as (smtp, _):
-                rows.append(measure(url, smtp, runners, connections, seconds))
-    print(f"{'runners':>7} {'conns':>6} {'mails':>7} {'mails/s':>8} {'ideal':>6} {'ratio':>6}"
+        for round_ in range(args.rounds):
+            for runners, connections in args.configs:
+                with smtp_sink(binary, runners * connections, args.delay) as (smtp, port, _):
+                    alone = (sink_alone(port, runners * connections, min(seconds, 10.0), args.delay)
+                             if args.sink_alone and args.delay else None)
+                variants = [None] if args.ab is None else [None, args.ab][::1 if round_ % 2 else -1]
+                for runner_path in variants:
+                    with smtp_sink(binary, runners * connections, args.delay) as (smtp, port, _):
+                        row = measure(url, smtp, runners, connections, seconds, args.delay, args.sessions,
+                                      args.profile, runner_path)
+                    row["alone"] = alone / row["ideal"] if alone else None
+                    row["variant"] = "A" if runner_path else "B"
+                    rows.append(row)
+    if args.ab is not None:
+        print(f"A: the runner in {args.ab}; B: this checkout's")
+    print(f"{'':>2}{'runners':>7} {'conns':>6} {'mails':>7} {'mails/s':>8} {'ideal':>6} {'ratio':>6} {'sink alone':>10}"
           f" {'CPU/mail':>9} {'peak RSS':>9} {'window':>7}")
     for r in rows:
-        print(f"{r['runners']:>7} {r['connections']:>6} {r['mails']:>7,} {r['rate']:>8.0f} {r['ideal']:>6.0f}"
-              f" {r['ratio']:>6.2f} {r['cpu_us']:>7.0f}us {r['rss']:>6.1f} MB {r['window']:>6.1f}s")
+        alone = f"{r['alone']:>10.2f}" if r["alone"] is not None else f"{'-':>10}"
+        print(f"{r['variant'] if args.ab else '':>2}{r['runners']:>7} {r['connections']:>6} {r['mails']:>7,} {r['rate']:>8.0f} {r['ideal']:>6.0f}"
+              f" {r['ratio']:>6.2f} {alone} {r['cpu_us']:>7.0f}us {r['rss']:>6.1f} MB {r['window']:>6.1f}s")
+    for r in rows:
+        if r["idle"]:
+            idle = sorted(i for i, _ in r["idle"])
+            waiting = sorted(w for _, w in r["idle"])
+            print(f"sessions at {r['runners']} x {r['connections']}: idle (waiting for claimed mail)"
+                  f" median {idle[len(idle) // 2]:.0f}, max {idle[-1]:.0f} of {r['runners'] * r['connections']};"
+                  f" claimed mail waiting for a session median {waiting[len(waiting) // 2]:.0f}"
+                  f" ({len(idle)} samples)")
+    if args.delay != DELAY or args.configs != CONFIGS or args.rounds != 1 or args.ab:
+        return 0  # an investigation, not the issue's figures
     for r in rows[1:]:
         what = f"{r['runners']} x {r['connections']}"
         target(f"mails/s at {what} >= {RATIO_TARGET} x ideal ({r['ideal']:.0f}/s)",
-               f"{r['ratio']:.2f} x ({r['rate']:.0f}/s)", r["ratio"] >= RATIO_TARGET)
+               f"{r['ratio']:.2f} x ({r['rate']:.0f}/s; sink alone {r['alone'] or 0:.2f} x)",
+               r["ratio"] >= RATIO_TARGET)
         target(f"runner CPU per mail at {what} <= {CPU_TARGET_US:.0f} us", f"{r['cpu_us']:.0f} us",
                r["cpu_us"] <= CPU_TARGET_US)
     big = rows[-1]

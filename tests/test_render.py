@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from email import message_from_bytes, policy
+from email.utils import parseaddr
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mailroom.render import Renderer, RenderError, message_id
 
@@ -112,3 +115,33 @@ def test_utf8_local_part_stays_utf8_for_smtputf8(r):
 def test_invalid_idn_domain_fails_the_message(r):
     with pytest.raises(RenderError, match=r"To: '☃\.example' is not a valid internationalised domain name"):
         r.build({**ROW, "to_address": "user@☃.example", "subject": "s", "body_text": "b"})
+
+
+def test_a_template_set_stays_in_that_template(r):
+    # The three templates of a mail share one context dict (Template.render):
+    # a {% set %} in the subject must not change what the bodies see.
+    r.load([{"key": "s", "updated_at": 1, "subject": "{% set name = 'Subject' %}{{ name }}",
+             "body_text": "{{ name }} {{ to_address }}", "body_html": "<p>{{ name }}</p>"}])
+    m = _parse(r.build({**ROW, "template_key": "s", "template_vars": {"name": "Zoë"}}).data)
+    assert m["Subject"] == "Subject"
+    assert m.get_body(("plain",)).get_content().strip() == "Zoë zoe@example.com"
+    assert m.get_body(("html",)).get_content().strip() == "<p>Zoë</p>"
+
+
+def test_boundaries_and_dates_differ_where_they_must(r):
+    a, b = (r.build({**ROW, "subject": "s", "body_text": "t", "body_html": "<p>h</p>"}).data for _ in range(2))
+    boundary = lambda data: _parse(data).get_boundary()  # noqa: E731
+    assert boundary(a) != boundary(b) and boundary(a).startswith("=_mailroom_")
+    assert _parse(a)["Date"].datetime.tzinfo is not None
+
+
+@given(st.from_regex(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.()<>\" ,-]{1,20}@[A-Za-z0-9.()<> -]{1,20}", fullmatch=True))
+def test_the_envelope_recipient_is_what_parseaddr_reads(address):
+    # The fast path (a dot-atom address taken as is) and parseaddr agree,
+    # also next to comments, quotes, angle brackets and blanks.
+    r = Renderer("shop@example.com")
+    try:
+        rcpt = r.build({**ROW, "to_address": address, "subject": "s", "body_text": "t"}).rcpt
+    except RenderError:
+        return
+    assert rcpt == (parseaddr(address)[1] or address)

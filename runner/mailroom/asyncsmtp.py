@@ -74,7 +74,10 @@ class _Replies(asyncio.Protocol):
             if len(line) >= 4 and line[3:4] == b"-":
                 continue  # a multi-line reply goes on
             code = int(line[:3]) if line[:3].isdigit() else -1
-            text = b"\n".join(l[4:].rstrip(b"\r\n") for l in self.lines)
+            if len(self.lines) == 1:  # most replies: one line
+                text = line[4:].rstrip(b"\r\n")
+            else:
+                text = b"\n".join(l[4:].rstrip(b"\r\n") for l in self.lines)
             self.lines = []
             reply = (code, text)
             while self.waiters:
@@ -187,10 +190,18 @@ class AsyncSmtpConnection:
         self.p: _Replies | None = None
         self.extensions: dict[str, str] = {}
         self.sent_on_session = 0
+        self._dog: _Watchdog | None = None
 
     # -- session ---------------------------------------------------------------------
+    def _watchdog(self) -> _Watchdog:
+        """The loop's watchdog, looked up once per session rather than per reply."""
+        dog = self._dog
+        if dog is None or dog.task.done():
+            dog = self._dog = _Watchdog.of(asyncio.get_running_loop())
+        return dog
+
     async def _reply(self, stage: str):
-        return await _Watchdog.of(asyncio.get_running_loop()).wait(self.p.reply(), self.url.timeout)
+        return await self._watchdog().wait(self.p.reply(), self.url.timeout)
 
     async def _command(self, line: bytes, stage: str):
         self.transport.write(line + b"\r\n")
@@ -358,7 +369,7 @@ class AsyncSmtpConnection:
             w(q + b".\r\n")
             drained = self.p.drained()
             if drained is not None:
-                await _Watchdog.of(asyncio.get_running_loop()).wait(drained, self.url.timeout)
+                await self._watchdog().wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
             stage = "reply"
             code, text = await self._reply("reply")

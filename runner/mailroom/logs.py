@@ -30,14 +30,19 @@ def register_secret(value: str | None) -> None:
 
     forms = {value, quote(value, safe=""), quote(value), quote_plus(value, safe=""),
              base64.b64encode(value.encode()).decode()}
+    global _secrets_longest_first
     with _secrets_lock:
         _secrets.update(forms)
+        _secrets_longest_first = tuple(sorted(_secrets, key=len, reverse=True))
+
+
+# What redact replaces, sorted once per register_secret rather than per call
+# (every outcome's detail goes through redact on its way to the database).
+_secrets_longest_first: tuple[str, ...] = ()
 
 
 def redact(text: str) -> str:
-    with _secrets_lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for s in secrets:
+    for s in _secrets_longest_first:
         if s and s in text:
             text = text.replace(s, "***")
     return text

@@ -22,6 +22,10 @@ SEND_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 IN_FLIGHT = Gauge("mailroom_in_flight", "Messages claimed by this runner and not yet reported.")
+# Read from the send pool when scraped (set_function): nothing on the hot path.
+SESSIONS_IDLE = Gauge("mailroom_sessions_idle",
+                      "SMTP sessions waiting for a mail to send (claimed mail runs short when this stays high).")
+SENDS_WAITING = Gauge("mailroom_sends_waiting", "Claimed mail waiting for a free SMTP session.")
 UP = Gauge("mailroom_up", "1 while the component is reachable.", ["component"])
 
 

@@ -62,6 +62,8 @@ from mailroom.render import Built, RenderError, Renderer
 from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
+_log = logging.getLogger(logs.LOGGER_NAME)
+
 RECLAIM_INTERVAL = 1.0
 LEASE_CHECK_INTERVAL = 1.0
 # The wake-up handshake's advisory locks are never worth waiting for: a
@@ -218,6 +220,8 @@ class Runner:
             # Waiting on a relay: coroutines, one thread for all connections.
             self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job.row),
                                           self.record, self._hand_back, self._should_hand_back)
+            metrics.SESSIONS_IDLE.set_function(lambda: self.sendpool.idle)
+            metrics.SENDS_WAITING.set_function(self.sendpool.waiting)
         else:
             # null:// and file:// do not wait on anything: plain threads.
             self.sendpool = ThreadSendPool(self.transport, settings.concurrency, self._deliver, self._hand_back,
@@ -226,6 +230,7 @@ class Runner:
         self.signals = 0
         # Counts since start: claimed, sent, retry, failed, ambiguous, handed_back.
         self.counts: Counter = Counter()
+        self._mail_counters: dict[tuple[str, str], object] = {}  # (sender, outcome) -> metrics.MAILS child
         self._threads: list[threading.Thread] = []
         # The runner's row in mailroom.runners and its runner.summary line,
         # written on the completer's flushes (see _on_flush).
@@ -607,11 +612,15 @@ class Runner:
     def record(self, job: Job, outcome: Outcome) -> None:
         """One mail's outcome: counted, logged, handed to the completer."""
         row = job.row
-        sender = row.get("sender") or "default"
-        metrics.MAILS.labels(sender, outcome.outcome).inc()
+        key = (row.get("sender") or "default", outcome.outcome)
+        counter = self._mail_counters.get(key)
+        if counter is None:
+            counter = self._mail_counters[key] = metrics.MAILS.labels(*key)
+        counter.inc()
         level = logging.DEBUG if outcome.outcome in ("sent", "retry") else logging.INFO
-        event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
-              code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
+        if _log.isEnabledFor(level):  # sent mail is logged at debug: spare the call at info
+            event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
+                  code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
         b, mid = job.batch, row["id"]
         self.completer.report(Report(mid, b.token, outcome.as_json(), on_written=lambda: self._recorded(b, [mid])))
         with self.lock:

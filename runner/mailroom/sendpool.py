@@ -83,7 +83,11 @@ class AsyncSendPool:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._sending = 0  # sessions in the middle of a mail (loop thread only)
-        self._sessions: list = []
+        self.idle = 0  # sessions waiting for a job (loop thread only; read by the metrics)
+
+    def waiting(self) -> int:
+        """Jobs submitted that no session has taken yet."""
+        return self._queue.qsize() if self._queue is not None else 0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sendpool", daemon=True)
@@ -147,7 +151,11 @@ class AsyncSendPool:
         conn = AsyncSmtpConnection(self.transport.url, self.transport.local_hostname)
         try:
             while True:
-                job = await self._queue.get()
+                self.idle += 1
+                try:
+                    job = await self._queue.get()
+                finally:
+                    self.idle -= 1
                 if job is None:
                     return
                 if self._should_hand_back():

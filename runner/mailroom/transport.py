@@ -455,5 +455,7 @@ class Transport:
         """Update the health from one send's outcome (connect failures mark it down)."""
         if outcome.detail and outcome.detail.startswith("connect:"):
             self.health.down(outcome.detail, transport=self.url.redacted())
-        elif outcome.outcome in ("sent", "failed") or outcome.smtp_code:
+        elif (outcome.outcome in ("sent", "failed") or outcome.smtp_code) and not self.health.is_up:
+            # Read without the lock: up() decides under it; this only spares
+            # every mail the call and the redacted URL while the relay is up.
             self.health.up(transport=self.url.redacted())

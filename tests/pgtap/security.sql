@@ -69,6 +69,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('set_domain_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_sender_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_setting(text, text)', 'operator', 'definer'),
+  ('stream_settings()', 'operator,runner', 'definer'),
   ('suppress(text, text, text, text)', 'app,operator', 'definer'),
   ('unsubscribe(text, text, bigint, text)', 'unsubscribe', 'definer'),  -- the unsubscribe service's one right (deploy/unsubscribe.sql)
   ('unsuppress(text, text)', 'app,operator', 'definer'),

@@ -112,7 +112,7 @@ def main() -> int:
         for r in range(rounds):
             for side in SIDES:
                 with mailroom_runners(url, "null://?render=1", 1, *IDLE, *profiles[side], name="dkim") as procs:
-                    mails_per_s, cpu_per_mail = run_mailroom(url, conn, n, procs, f"{side}{r}")
+                    mails_per_s, cpu_per_mail, _wal = run_mailroom(url, conn, n, procs, f"{side}{r}")
                 rate[side].append(mails_per_s)
                 cpu[side].append(cpu_per_mail)
         own_rsa, signer_rsa = pure_dkimpy_rsa_us(keys["rsa"])

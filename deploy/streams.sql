@@ -103,6 +103,23 @@ GRANT SELECT ON mailroom.stream_overview TO mailroom_operator;
 COMMENT ON VIEW mailroom.stream_overview IS
   'Operator: each stream, whether its mail carries unsubscribe headers, and how many addresses are suppressed for it alone; the row with stream NULL counts the all-streams suppressions.';
 
+-- What runners need to know of the streams: which carry unsubscribe
+-- headers. Read at start and again every minute, not per claim.
+CREATE FUNCTION mailroom.stream_settings()
+RETURNS TABLE (name text, unsubscribe_headers boolean)
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT s.name, s.unsubscribe_headers FROM mailroom.streams s ORDER BY s.name
+$$;
+ALTER FUNCTION mailroom.stream_settings() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.stream_settings() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.stream_settings() TO mailroom_runner, mailroom_operator;
+COMMENT ON FUNCTION mailroom.stream_settings() IS
+  'Runners and operators: each stream and whether its mail carries List-Unsubscribe and List-Unsubscribe-Post.';
+
 -- Internal: the stream name check every writer of contents.stream makes
 -- (contents has no foreign key: it would cost every bulk insert a probe).
 CREATE FUNCTION mailroom._check_stream(p_stream text)

@@ -6,6 +6,7 @@ BEGIN;
 
 DROP FUNCTION mailroom._check_stream(text);
 DROP VIEW mailroom.stream_overview;
+DROP FUNCTION mailroom.stream_settings();
 DROP FUNCTION mailroom.define_stream(text, boolean, text);
 ALTER TABLE mailroom.schedules DROP COLUMN stream;
 ALTER TABLE mailroom.campaigns DROP COLUMN stream;

@@ -469,8 +469,11 @@ class Renderer:
         variables = row.get("template_vars") or {}
         if not isinstance(variables, dict):
             raise RenderError("template_vars: not a JSON object")
+        context = {**self._globals, "to_address": row.get("to_address"), **variables}
+        if "unsubscribe_url" in row:  # mail of a stream with unsubscribe headers (mailroom.unsubscribe)
+            context.setdefault("unsubscribe_url", row["unsubscribe_url"])
         try:
-            subject, text, html = tpl.render({**self._globals, "to_address": row.get("to_address"), **variables})
+            subject, text, html = tpl.render(context)
         except jinja2.UndefinedError as e:
             raise RenderError(f"template {key!r}: {e.message}") from None
         except jinja2.exceptions.SecurityError as e:

@@ -80,6 +80,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('set_domain_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_sender_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_setting(text, text)', 'operator', 'definer'),
+  ('stream_settings()', 'operator,runner', 'definer'),
   ('suppress(text, text, text, text)', 'app,operator', 'definer'),
   ('suppression_search(text, integer)', 'operator', 'definer'),
   ('throughput(interval, interval)', 'operator', 'definer'),

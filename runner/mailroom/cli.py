@@ -29,7 +29,8 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd"},
+@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd",
+                                "inbound": "mailroom.inbound_server:inbound_cmd"},
              context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
              epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")

@@ -241,3 +241,37 @@ def attempt_counts(pool) -> dict[str, int]:
         " FROM mailroom.attempts GROUP BY 1",
     )
     return {r["outcome"]: r["n"] for r in rows}
+
+
+# -- feedback (mailroom inbound; a role granted mailroom_feedback) ---------------------
+
+FEEDBACK_FUNCTIONS = ("record_feedback", "keep_unparsed_inbound", "feedback_message_id_matches")
+
+
+def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | None, address: str | None,
+                    status: str | None, detail: str | None, source: str, event_key: str) -> bool:
+    """One event about a mail; False when its event_key was recorded before (nothing changed)."""
+    return _call(
+        conn,
+        "SELECT mailroom.record_feedback(%(kind)s, %(message_id)s, %(address)s, %(status)s, %(detail)s,"
+        " %(source)s, %(event_key)s) AS recorded",
+        {"kind": kind, "message_id": message_id, "address": address, "status": status, "detail": detail,
+         "source": source, "event_key": event_key},
+    )[0]["recorded"]
+
+
+def keep_unparsed_inbound(conn: psycopg.Connection, raw: bytes, reason: str, envelope_from: str | None,
+                          envelope_to: str | None) -> int:
+    return _call(
+        conn,
+        "SELECT mailroom.keep_unparsed_inbound(%(raw)s, %(reason)s, %(from)s, %(to)s) AS id",
+        {"raw": raw, "reason": reason, "from": envelope_from, "to": envelope_to},
+    )[0]["id"]
+
+
+def feedback_message_id_matches(conn: psycopg.Connection, message_id: int, header: str) -> bool | None:
+    return _call(
+        conn,
+        "SELECT mailroom.feedback_message_id_matches(%(id)s, %(header)s) AS ok",
+        {"id": message_id, "header": header},
+    )[0]["ok"]

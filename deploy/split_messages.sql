@@ -43,9 +43,11 @@ ALTER TABLE mailroom.attempts DROP COLUMN delivery_key;
 INSERT INTO mailroom.contents (
   id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
   headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
-  created_at)
+  stream, created_at)
 SELECT id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
        headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
+       -- v0.3 mail gets the stream v0.4 would have given it (see streams)
+       CASE WHEN campaign_id IS NOT NULL OR schedule_id IS NOT NULL THEN 'broadcast' ELSE 'transactional' END,
        created_at
 FROM mailroom.messages;
 DO $$ BEGIN

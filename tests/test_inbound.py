@@ -15,9 +15,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom import bounces, verp
-from mailroom.inbound_server import Inbound
+from mailroom import bounces, unsubscribe, verp
+from mailroom.inbound_server import Inbound, unsubscribe_verifier
 from mailroom.render import message_id as runner_message_id
+from mailroom.signing import Keyring
 
 from .conftest import connect
 
@@ -34,8 +35,13 @@ def _role_url(url: str, role: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def verper() -> verp.Verp:
-    return verp.Verp((os.urandom(32), os.urandom(32)))
+def keyring() -> Keyring:
+    return Keyring([("k2", os.urandom(32)), ("k1", os.urandom(32))])
+
+
+@pytest.fixture(scope="module")
+def verper(keyring) -> verp.Verp:
+    return verp.Verp(keyring)
 
 
 @pytest.fixture(scope="module")
@@ -263,18 +269,25 @@ def test_451_when_the_database_does_not_take_it(db, module_db_url, verper):
         s.stop()
 
 
-def test_unsubscribe_by_mailto(db, feedback_url, verper):
-    """mailto: List-Unsubscribe: unsubscribe+TOKEN@ the bounce domain, the
-    token checked by the verifier given (the streams' token in production)."""
+def test_unsubscribe_by_mailto(db, feedback_url, verper, keyring):
+    """mailto: List-Unsubscribe (RFC 8058's other form): unsubscribe+TOKEN@ the
+    bounce domain, TOKEN as the runner writes it (unsubscribe.make_token):
+    suppressed for the mail's stream only; a forged token is kept unparsed."""
     mail = sent_mail(db, "unsub")
-    tokens = {"tok-" + str(mail["id"]): (mail["id"], None)}
-    s = Inbound(feedback_url, verper, port=0, unsubscribe_token=tokens.get)
+    token = unsubscribe.make_token(keyring, mail["address"], "transactional", mail["id"])
+    s = Inbound(feedback_url, verper, port=0, unsubscribe_token=unsubscribe_verifier(keyring))
     s.start()
     try:
-        plain = crlf(f"From: {mail['address']}\nTo: unsubscribe+x@{BOUNCE_DOMAIN}\nSubject: unsubscribe\n\nunsubscribe\n")
-        assert deliver(s, f"unsubscribe+tok-{mail['id']}@{BOUNCE_DOMAIN}", plain, mail_from=mail["address"])[0] == 250
-        assert db.execute("SELECT reason FROM mailroom.suppressions WHERE address = %s", (mail["address"],)).fetchone()["reason"] == "unsubscribed"
-        assert deliver(s, f"unsubscribe+forged@{BOUNCE_DOMAIN}", plain)[0] == 250
+        plain = crlf(f"From: {mail['address']}\nTo: unsubscribe+{token}@{BOUNCE_DOMAIN}\nSubject: unsubscribe\n\nunsubscribe\n")
+        assert deliver(s, f"unsubscribe+{token}@{BOUNCE_DOMAIN}", plain, mail_from=mail["address"])[0] == 250
+        row = db.execute("SELECT reason, stream FROM mailroom.suppressions WHERE address = %s", (mail["address"],)).fetchone()
+        assert (row["reason"], row["stream"]) == ("unsubscribed", "transactional")
+        before = state(db)
+        assert deliver(s, f"unsubscribe+{token}@{BOUNCE_DOMAIN}", plain, mail_from=mail["address"])[0] == 250
+        assert state(db) == before, "the same unsubscribe again changes nothing"
+        forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+        assert deliver(s, f"unsubscribe+{forged}@{BOUNCE_DOMAIN}", plain)[0] == 250
         assert last_unparsed(db)["reason"] == "bad_unsubscribe_token"
+        assert state(db) == {**before, "unparsed": before["unparsed"] + 1}
     finally:
         s.stop()

@@ -19,6 +19,7 @@ from aiosmtpd.controller import Controller
 
 from mailroom import verp
 from mailroom.inbound_server import Inbound
+from mailroom.signing import Keyring
 from mailroom.sink import free_port
 
 from .postfixkit import PrivatePostfix
@@ -69,7 +70,7 @@ def test_postfix_dsns_bounce_exactly_the_refused_addresses(conn, db_url):
 
     hop = NextHop()
     hop.controller.start()
-    inbound = Inbound(_role_url(db_url, FEEDBACK_ROLE), verp.Verp((secret,)), port=free_port(),
+    inbound = Inbound(_role_url(db_url, FEEDBACK_ROLE), verp.Verp(Keyring([("k1", secret)])), port=free_port(),
                       domains=(BOUNCE_DOMAIN,))
     inbound.start()
     postfix = PrivatePostfix(free_port(), hop.controller.port, BOUNCE_DOMAIN, inbound.port)
@@ -100,7 +101,7 @@ def test_postfix_dsns_bounce_exactly_the_refused_addresses(conn, db_url):
     assert {r["status"] for r in conn.execute("SELECT status FROM mailroom.messages")} == {"sent"}
     # The next hop saw each live mail with its own VERP envelope sender and the From header unchanged.
     ids = {r["to_address"]: r["id"] for r in conn.execute("SELECT id, to_address FROM mailroom.contents")}
-    checker = verp.Verp((secret,))
+    checker = verp.Verp(Keyring([("k1", secret)]))
     for mail_from, rcpt, data in hop.accepted:
         assert checker.parse(mail_from) == (ids[rcpt], "ok") and mail_from.endswith("@" + BOUNCE_DOMAIN)
         assert parse(data)["From"] == FROM

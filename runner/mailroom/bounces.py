@@ -58,7 +58,7 @@ MAX_RECIPIENT_BLOCKS = 50
 MAX_RECEIVED = 60
 MAX_DETAIL = 2000
 
-_UNSUBSCRIBE_RCPT = re.compile(r"^unsubscribe\+([A-Za-z0-9_.=-]{1,400})@", re.IGNORECASE)
+_UNSUBSCRIBE_RCPT = re.compile(r"^unsubscribe\+([A-Za-z0-9_.=-]{1,600})@", re.IGNORECASE)
 _STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _SMTP_CODE = re.compile(r"\b([245])\d\d\b")
 _AUTO_REPLY_SUBJECT = re.compile(

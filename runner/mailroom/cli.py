@@ -112,6 +112,49 @@ def db_status() -> None:
         sys.exit(3)
 
 
+@main.command("unsubscribe-server")
+@click.option("--dsn", required=True, metavar="URL", envvar="MAILROOM_UNSUBSCRIBE_DSN",
+              help="The database, as a login that is a member of mailroom_unsubscribe only.")
+@click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The signing keys file; default: MAILROOM_SIGNING_KEYS_FILE or MAILROOM_SIGNING_KEYS.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8025, show_default=True, help="Port to listen on.")
+def unsubscribe_server_cmd(dsn, signing_keys, host, port):
+    """Serve one-click unsubscribe (RFC 8058) for development.
+
+    POST /u/TOKEN with List-Unsubscribe=One-Click unsubscribes; GET shows a
+    confirmation page. In production run the same app under gunicorn behind a
+    reverse proxy: see docs/unsubscribe.md.
+    """
+    from mailroom.signing import SigningKeyError
+    from mailroom.unsubscribe_app import create_app, make_dev_server
+
+    try:
+        app = create_app(dsn, keys_file=signing_keys)
+        server = make_dev_server(app, host, port)
+    except (SigningKeyError, ValueError, OSError) as e:
+        _err(str(e))
+        sys.exit(exitcodes.USAGE)
+    click.echo(f"mailroom: unsubscribe service on http://{host}:{server.server_port}/u/<token>", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command("signing-key")
+@click.argument("key_id")
+def signing_key_cmd(key_id):
+    """Print a new KEYID=SECRET line for a signing keys file (put it first to sign with it)."""
+    from mailroom.signing import SigningKeyError, new_key_line
+
+    try:
+        click.echo(new_key_line(key_id))
+    except SigningKeyError as e:
+        _err(str(e))
+        sys.exit(exitcodes.USAGE)
+
+
 # The runner's commands live in their own module; registered here.
 from mailroom import runcli  # noqa: E402
 

@@ -33,7 +33,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.lmtp import LMTP
 from psycopg.rows import dict_row
 
-from mailroom import bounces, exitcodes, logs, queries, verp
+from mailroom import bounces, exitcodes, logs, queries, signing, unsubscribe, verp
 from mailroom.logs import event
 from mailroom.sink import free_port
 
@@ -191,14 +191,15 @@ class Inbound:
 @click.option("--lmtp", is_flag=True, default=False, help="Speak LMTP (RFC 2033) instead of SMTP: behind Postfix.")
 @click.option("--domain", "domains", multiple=True, metavar="DOMAIN",
               help="Accept recipients at this bounce domain only (repeatable; default: any).")
-@click.option("--signing-keys-file", default=None, metavar="PATH", envvar="MAILROOM_SIGNING_KEYS_FILE",
-              show_envvar=True, help="The signing keys VERP addresses are checked with (else MAILROOM_SIGNING_KEYS).")
+@click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The signing keys file VERP addresses and unsubscribe tokens are checked with (the runner's); "
+                   "default: the file in MAILROOM_SIGNING_KEYS_FILE or the keys in MAILROOM_SIGNING_KEYS.")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Mails parsed and stored at once (and database connections).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True)
-def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys_file, workers, log_format, log_level):
+def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys, workers, log_format, log_level):
     """Receive DSNs, feedback reports and mailto: unsubscribes for the bounce
     domain; record them (250 only once the database has them, else 451)."""
     import signal
@@ -210,12 +211,12 @@ def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys_file, workers, log_
         click.echo(f"mailroom: --dsn: {logs.redact(str(e))}", err=True)
         sys.exit(exitcodes.USAGE)
     try:
-        verper = verp.Verp(tuple(verp.load_keys(signing_keys_file)))
-    except verp.VerpConfigError as e:
+        keyring = signing.Keyring.load(signing_keys)
+    except signing.SigningKeyError as e:
         click.echo(f"mailroom: {e}", err=True)
         sys.exit(exitcodes.USAGE)
-    server = Inbound(dsn, verper, host=host, port=port, lmtp=lmtp, domains=domains,
-                     unsubscribe_token=_unsubscribe_verifier(), workers=workers)
+    server = Inbound(dsn, verp.Verp(keyring), host=host, port=port, lmtp=lmtp, domains=domains,
+                     unsubscribe_token=unsubscribe_verifier(keyring), workers=workers)
     try:
         server.start()
         missing = server.store.missing_functions()
@@ -239,11 +240,14 @@ def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys_file, workers, log_
     event(logging.INFO, "inbound.stopped", **dict(server.counts))
 
 
-def _unsubscribe_verifier():
-    """The streams' unsubscribe-token check, when that module offers one:
-    token -> (message id, address) or None."""
-    try:
-        from mailroom import unsubscribe_app  # noqa: F401 - streams' module
-    except ImportError:
-        return None
-    return getattr(unsubscribe_app, "verify_token", None)
+def unsubscribe_verifier(keyring: signing.Keyring):
+    """The mailto: unsubscribe check: the token of the List-Unsubscribe header
+    (runner/mailroom/unsubscribe.py) -> (message id, address), or None when
+    it is malformed or its signature does not verify."""
+    def verify(token: str):
+        try:
+            subject = unsubscribe.read_token(keyring, token)
+        except unsubscribe.TokenError:
+            return None
+        return subject.message_id, subject.address
+    return verify

@@ -81,7 +81,8 @@ def _seconds(v: float | timedelta) -> timedelta:
 # The functions a runner calls: a role that cannot execute one of them is
 # refused at start (exit code 4) rather than failing on its first report.
 RUNNER_FUNCTIONS = ("claim_batch", "mark_outcomes", "extend_lease", "release", "reclaim",
-                    "get_templates", "send_rate_retry_after", "runner_waiting", "enqueues_settled")
+                    "get_templates", "send_rate_retry_after", "runner_waiting", "enqueues_settled",
+                    "stream_settings")
 
 
 def missing_runner_functions(pool) -> list[str]:
@@ -113,6 +114,12 @@ def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender:
         " p_lease => %(lease)s, p_sender => %(sender)s)",
         {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
     )
+
+
+def stream_settings(pool) -> dict[str, bool]:
+    """Each stream and whether its mail carries unsubscribe headers."""
+    rows = _call(pool, "SELECT name, unsubscribe_headers FROM mailroom.stream_settings()")
+    return {r["name"]: r["unsubscribe_headers"] for r in rows}
 
 
 def send_rate_retry_after(pool, sender: str | None) -> float | None:

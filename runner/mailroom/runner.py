@@ -56,6 +56,7 @@ from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
 from mailroom.completer import Completer, Report
 from mailroom.dkim import Signing
+from mailroom.unsubscribe import Unsubscribe
 from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
@@ -93,6 +94,7 @@ class Settings:
     heartbeat_interval: float = 5.0  # hidden options; tests shorten them
     summary_interval: float = 60.0
     dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
+    unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
     verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
     verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
 
@@ -202,6 +204,8 @@ class Runner:
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
         self.signing = Signing(settings.dkim, self.renderer.domain)
+        self.unsubscribe = settings.unsubscribe or Unsubscribe(None, {}, {}, {})
+        self.streams_read_at = 0.0  # monotonic; which streams carry headers is read again every minute
         self.needs_message = self.transport.needs_message
         self.on_flush, self.on_flush_every = on_flush, on_flush_every
         self.pool: psycopg_pool.ConnectionPool | None = None
@@ -352,6 +356,8 @@ class Runner:
             raise FatalError(
                 "the role cannot execute mailroom." + ", mailroom.".join(missing)
                 + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
+        if self.unsubscribe.enabled:
+            self._read_streams()
         every = self.s.heartbeat_interval
         if self.on_flush_every is not None:
             every = min(every, self.on_flush_every)
@@ -505,7 +511,18 @@ class Runner:
             busy = self.pending
         return busy == 0 and self.completer.pending == 0
 
+    def _read_streams(self) -> None:
+        """Which streams carry unsubscribe headers (mailroom.streams); the
+        last answer serves while the database does not give one."""
+        try:
+            self.unsubscribe.streams = queries.stream_settings(self.pool)
+        except (queries.DatabaseUnavailable, queries.QueryError) as e:
+            event(logging.WARNING, "streams.unavailable", error=str(e))
+        self.streams_read_at = time.monotonic()
+
     def _claim(self) -> int:
+        if self.unsubscribe.enabled and time.monotonic() - self.streams_read_at > 60:
+            self._read_streams()
         t0 = time.perf_counter()
         rows = queries.claim_batch(self.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
         claim_s = time.perf_counter() - t0
@@ -582,7 +599,11 @@ class Runner:
         variables or headers raise stays with that row."""
         try:
             if self.needs_message:
-                built = self.signing.apply(row, self.renderer.build(row))  # Feedback-ID, DKIM: the final bytes
+                url = self.unsubscribe.url_for(row)
+                if url is not None:
+                    row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates
+                built = self.unsubscribe.apply(row, self.renderer.build(row), url)
+                built = self.signing.apply(row, built)  # Feedback-ID, DKIM: the final bytes
             else:  # plain null://: measures the queue machinery, not rendering
                 built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
             return self._with_verp(row, built)

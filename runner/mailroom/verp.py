@@ -18,23 +18,19 @@ tags are compared case-insensitively. The key id is not in the address: the
 receiver tries every key of the ring (the current one first), so a rotated
 key still matches its old bounces.
 
-Keys: the format and places of the shared contract for runner/mailroom/
-signing.py (one `KEYID=BASE64URL_SECRET` a line, at least 32 bytes, the
-first line the current key; the file named by MAILROOM_SIGNING_KEYS_FILE or
-given on the command line, else the variable MAILROOM_SIGNING_KEYS). A short
-tag needs the raw keys (signing.Keyring.verify compares whole MACs), so they
-are read here. Never logged, never in the database.
+Keys: the keyring of runner/mailroom/signing.py (--signing-keys,
+MAILROOM_SIGNING_KEYS_FILE or MAILROOM_SIGNING_KEYS). Never logged, never in
+the database.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
 import hmac
-import os
 import re
 from dataclasses import dataclass
+
+from mailroom.signing import Keyring
 
 TAG_LENGTH = 10
 _PURPOSE = b"mailroom-verp:"
@@ -47,55 +43,22 @@ class VerpConfigError(ValueError):
     """A bad --verp entry or missing keys: a usage error, restarting will not help."""
 
 
-def _tag(secret: bytes, message_id: int) -> str:
-    mac = hmac.new(secret, _PURPOSE + str(message_id).encode("ascii"), hashlib.sha256).digest()
+def _tag(mac: bytes) -> str:
     return base64.b32encode(mac).decode("ascii")[:TAG_LENGTH].lower()
 
 
-def load_keys(path: str | None = None) -> list[bytes]:
-    """The signing keys' secrets, the current one first (see the module's
-    docstring for the format and where they are read from)."""
-    path = path or os.environ.get("MAILROOM_SIGNING_KEYS_FILE")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text, where = f.read(), f"signing keys file {path}"
-        except OSError as e:
-            raise VerpConfigError(f"signing keys file {path}: {e.strerror}") from None
-    elif os.environ.get("MAILROOM_SIGNING_KEYS"):
-        text, where = os.environ["MAILROOM_SIGNING_KEYS"], "MAILROOM_SIGNING_KEYS"
-    else:
-        raise VerpConfigError("VERP needs signing keys: set MAILROOM_SIGNING_KEYS_FILE or MAILROOM_SIGNING_KEYS")
-    secrets: list[bytes] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        kid, sep, value = line.partition("=")
-        try:
-            secret = base64.urlsafe_b64decode(value.strip() + "=" * (-len(value.strip()) % 4))
-        except (binascii.Error, ValueError):
-            secret = b""
-        if not sep or not kid.strip() or len(secret) < 32:
-            # the line number only: the line holds a secret
-            raise VerpConfigError(f"{where}: line {n}: expected KEYID=BASE64URL_SECRET of at least 32 bytes")
-        secrets.append(secret)
-    if not secrets:
-        raise VerpConfigError(f"{where}: no keys")
-    return secrets
+def _payload(message_id: int) -> bytes:
+    return _PURPOSE + str(message_id).encode("ascii")
 
 
 @dataclass(frozen=True)
 class Verp:
-    """Makes and checks VERP addresses with the signing keys (current first)."""
+    """Makes and checks VERP addresses with the signing keyring."""
 
-    secrets: tuple[bytes, ...]
-
-    def __repr__(self) -> str:  # never the keys
-        return f"Verp({len(self.secrets)} keys)"
+    keyring: Keyring
 
     def address(self, message_id: int, bounce_domain: str) -> str:
-        return f"bounce+{message_id}.{_tag(self.secrets[0], message_id)}@{bounce_domain}"
+        return f"bounce+{message_id}.{_tag(self.keyring.sign(_payload(message_id))[1])}@{bounce_domain}"
 
     def parse(self, address: str) -> tuple[int | None, str]:
         """(message id, "ok") for a VERP address whose tag verifies under any
@@ -106,8 +69,8 @@ class Verp:
             return None, "not_verp"
         message_id, tag = int(m.group(1)), m.group(2).lower()
         ok = False
-        for secret in self.secrets:  # every key, no early exit: timing says nothing
-            ok |= hmac.compare_digest(_tag(secret, message_id), tag)
+        for mac in self.keyring.macs(_payload(message_id)):  # every key, no early exit: timing says nothing
+            ok |= hmac.compare_digest(_tag(mac), tag)
         return (message_id, "ok") if ok else (None, "bad_verp_signature")
 
 

@@ -30,7 +30,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd",
-                                   "web": "mailroom.console.cli:web_cmd"},
+                                   "web": "mailroom.console.cli:web_cmd",
+                                   "inbound": "mailroom.inbound_server:inbound_cmd"},
              context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
              epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")

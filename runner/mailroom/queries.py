@@ -258,6 +258,11 @@ def message_by_message_id(conn: psycopg.Connection, message_ref: str) -> int | N
     return _call(conn, "SELECT mailroom.message_by_message_id(%(ref)s) AS id", {"ref": message_ref})[0]["id"]
 
 
+# -- feedback (mailroom inbound; a role granted mailroom_feedback) ---------------------
+
+FEEDBACK_FUNCTIONS = ("record_feedback", "keep_unparsed_inbound", "feedback_message_id_matches")
+
+
 def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | None, address: str | None,
                     status: str | None, detail: str | None, source: str, event_key: str) -> bool:
     """Record one bounce, delay, complaint, delivery or unsubscribe; False when
@@ -269,3 +274,20 @@ def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | No
         {"kind": kind, "message_id": message_id, "address": address, "status": status, "detail": detail,
          "source": source, "event_key": event_key},
     )[0]["recorded"]
+
+
+def keep_unparsed_inbound(conn: psycopg.Connection, raw: bytes, reason: str, envelope_from: str | None,
+                          envelope_to: str | None) -> int:
+    return _call(
+        conn,
+        "SELECT mailroom.keep_unparsed_inbound(%(raw)s, %(reason)s, %(from)s, %(to)s) AS id",
+        {"raw": raw, "reason": reason, "from": envelope_from, "to": envelope_to},
+    )[0]["id"]
+
+
+def feedback_message_id_matches(conn: psycopg.Connection, message_id: int, header: str) -> bool | None:
+    return _call(
+        conn,
+        "SELECT mailroom.feedback_message_id_matches(%(id)s, %(header)s) AS ok",
+        {"id": message_id, "header": header},
+    )[0]["ok"]

@@ -46,7 +46,7 @@ import socket
 import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import psycopg
 import psycopg_pool
@@ -97,6 +97,8 @@ class Settings:
     summary_interval: float = 60.0
     dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
     unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
+    verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
+    verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
 
     @property
     def db_timeout(self) -> float:
@@ -606,13 +608,22 @@ class Runner:
                 if url is not None:
                     row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates
                 built = self.unsubscribe.apply(row, self.renderer.build(row), url)
-                return self.signing.apply(row, built)  # Feedback-ID, DKIM: the final bytes
-            # plain null://: measures the queue machinery, not rendering
-            return Built(self.renderer.envelope_from, row["to_address"], b"", "")
+                built = self.signing.apply(row, built)  # Feedback-ID, DKIM: the final bytes
+            else:  # plain null://: measures the queue machinery, not rendering
+                built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
+            return self._with_verp(row, built)
         except RenderError as e:
             return Outcome("failed", detail=f"render: {e}")
         except Exception as e:  # noqa: BLE001 - RecursionError, MemoryError, UnicodeError, ...
             return Outcome("failed", detail=f"render: {type(e).__name__}: {e}"[:1000])
+
+    def _with_verp(self, row: dict, built: Built) -> Built:
+        """The envelope sender that names the mail (bounce+id.tag@domain) for a
+        sender profile with --verp; the From header stays as built."""
+        domain = self.s.verp_domains.get(row.get("sender") or "default")
+        if domain is None:
+            return built
+        return replace(built, envelope_from=self.s.verp.address(row["id"], domain))
 
     def _deliver(self, conn, job: Job) -> None:
         row = job.row

@@ -181,8 +181,9 @@ INSERT INTO readers VALUES
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
-                               ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
                                ('mailroom_feedback', 'feedback'),
+                               ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
+                               ('mailroom_unsubscribe', 'unsubscribe'),
                                ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
@@ -198,7 +199,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
             + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
-            + 81);  -- the fixed tests below
+            + 82);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -283,17 +284,21 @@ SELECT schema_privs_are('mailroom', 'mailroom_app', ARRAY['USAGE'], 'mailroom_ap
 SELECT schema_privs_are('mailroom', 'mailroom_runner', ARRAY['USAGE'], 'mailroom_runner: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_operator', ARRAY['USAGE'], 'mailroom_operator: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_feedback', ARRAY['USAGE'], 'mailroom_feedback: USAGE only');
+SELECT schema_privs_are('mailroom', 'mailroom_unsubscribe', ARRAY['USAGE'], 'mailroom_unsubscribe: USAGE only');
 SELECT is_empty($$
   SELECT rolname FROM pg_catalog.pg_roles
-  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback')
+  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback',
+                    'mailroom_unsubscribe')
     AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls)
-$$, 'the five mailroom roles are NOLOGIN and hold no special attribute');
+$$, 'the six mailroom roles are NOLOGIN and hold no special attribute');
 SELECT is_empty($$SELECT member::regrole FROM pg_catalog.pg_auth_members WHERE roleid = 'mailroom_owner'::regrole$$,
                 'no role is a member of mailroom_owner');
 SELECT is_empty($$
   SELECT roleid::regrole, member::regrole FROM pg_catalog.pg_auth_members
-  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
-    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
+  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
+    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
 $$, 'the group roles are not members of one another');
 SELECT is_empty($$
   SELECT roleid::regrole FROM pg_catalog.pg_auth_members

@@ -282,7 +282,9 @@ SELECT b.scope, b.key,
 FROM mailroom.breaker_counts b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
 CROSS JOIN LATERAL mailroom._breaker_figures(b, s.window_size) AS f
-LEFT JOIN mailroom.campaigns k ON b.scope = 'campaign' AND k.id = b.key::bigint
+-- (the CASE: a sender's key is no number, and a join condition may be
+-- evaluated for every row)
+LEFT JOIN mailroom.campaigns k ON k.id = CASE WHEN b.scope = 'campaign' THEN b.key::bigint END
 LEFT JOIN LATERAL (SELECT tr.id, tr.tripped_at, tr.reason FROM mailroom.breaker_trips tr
                    WHERE tr.scope = b.scope AND tr.key = b.key AND tr.resumed_at IS NULL
                    ORDER BY tr.id DESC LIMIT 1) AS t ON true;

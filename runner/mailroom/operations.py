@@ -42,6 +42,13 @@ SQL_CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress"
 SQL_RUNNERS = "SELECT * FROM mailroom.runner_status"
 SQL_RUNNER_WARNINGS = "SELECT * FROM mailroom.runner_warnings()"
 SQL_STREAMS = "SELECT * FROM mailroom.stream_overview"
+# The circuit breaker: what it paused or warns about (ok rows are left out).
+SQL_BREAKER = """
+    SELECT scope, key, campaign_name, state, delivered, bounced, complained, bounce_rate, complaint_rate,
+           tripped_at, reason
+    FROM mailroom.breaker_status WHERE state <> 'ok' ORDER BY state DESC, scope, key"""
+SQL_RESUME_CAMPAIGN = "SELECT mailroom.resume_campaign(%(campaign)s) AS resumed"
+SQL_RESUME_SENDER = "SELECT mailroom.resume_sender(%(sender)s) AS resumed"
 SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
 SQL_RETRY = "SELECT * FROM mailroom.retry(%(ids)s::bigint[])"
 SQL_RETRY_CAMPAIGN = "SELECT mailroom.retry_campaign(%(campaign)s) AS retried"
@@ -175,11 +182,15 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         runners = conn.execute(SQL_RUNNERS).fetchall()
         runner_warnings = conn.execute(SQL_RUNNER_WARNINGS).fetchall()
         streams = conn.execute(SQL_STREAMS).fetchall()
+        breaker = conn.execute(SQL_BREAKER).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                 for r in stats if r["kind"] == "warning"]
     warnings += [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                  for r in runner_warnings]
+    warnings += [{"warning": f"{r['scope']}_paused_by_breaker", "count": None, "oldest_age": None,
+                  "detail": f"{r['scope']} {r['key']}: {r['reason']} (mailroom resume --{r['scope']} {r['key']})"}
+                 for r in breaker if r["state"] == "paused"]
     review = sum(r["messages"] for r in queue if r["status"] == "review")
     report = {
         "queue": [{k: r[k] for k in ("sender", "status", "messages", "due", "oldest_age", "oldest_due_age")} for r in queue],
@@ -190,6 +201,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         "campaigns": campaigns,
         "streams": streams,
         "runners": runners,
+        "breaker": breaker,
         "warnings": warnings,
     }
     if as_json:
@@ -221,6 +233,14 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
                        ("suppressed", "suppressed"), ("description", "description")]))
     click.echo("\nCAMPAIGNS")
     click.echo(_table(campaigns, [(k, k) for k in campaigns[0].keys()]) if campaigns else "(none)")
+    click.echo("\nCIRCUIT BREAKER")
+    rows = [{**r, "what": f"{r['scope']} {r['key']}" + (f" ({r['campaign_name']})" if r["campaign_name"] else ""),
+             "bounces": f"{r['bounce_rate'] * 100:.2f} %", "complaints": f"{r['complaint_rate'] * 100:.3f} %",
+             "reason": r["reason"] or ""} for r in breaker]
+    click.echo(_table(rows, [("what", "what"), ("state", "state"), ("delivered", "delivered"), ("bounced", "bounced"),
+                             ("bounces", "bounce rate"), ("complained", "complained"), ("complaints", "complaint rate"),
+                             ("reason", "reason")], max_width=80)
+               if rows else "all clear")
     click.echo("\nWARNINGS")
     if warnings:
         for w in warnings:
@@ -402,7 +422,29 @@ def review_resolve(ctx: click.Context, dsn: str | None, message_id: int, decisio
     click.echo(f"message {message_id}: {new_status}")
 
 
-COMMANDS: tuple[click.Command, ...] = (status, inspect, retry, cancel, review)
+@click.command("resume")
+@dsn_option
+@json_option
+@click.option("--campaign", type=int, default=None, help="Resume this paused campaign (by hand or by the breaker).")
+@click.option("--sender", default=None, help="Resume this sender, paused by the circuit breaker.")
+def resume(dsn: str | None, as_json: bool, campaign: int | None, sender: str | None) -> None:
+    """Resume a campaign or a sender: its held mail is queued again and its
+    circuit breaker starts a fresh window."""
+    if (campaign is None) == (sender is None):
+        raise OperatorError("give --campaign or --sender, one of them", EXIT_BAD_INPUT)
+    with _connection(dsn) as conn:
+        if campaign is not None:
+            n = conn.execute(SQL_RESUME_CAMPAIGN, {"campaign": campaign}).fetchone()["resumed"]
+        else:
+            n = conn.execute(SQL_RESUME_SENDER, {"sender": sender}).fetchone()["resumed"]
+    what = f"campaign {campaign}" if campaign is not None else f"sender {sender}"
+    if as_json:
+        _emit_json({"resumed": what, "queued": n})
+    else:
+        click.echo(f"resumed {what}: {n} mail(s) queued again")
+
+
+COMMANDS: tuple[click.Command, ...] = (status, inspect, retry, cancel, review, resume)
 
 
 def register(group: click.Group) -> None:

@@ -29,3 +29,17 @@ def test_last_error_says_the_smtp_code_once_and_inspect_shows_the_message_id_sen
     assert json.loads(out)["message_id"] == parse(received["data"])["Message-ID"]
     code, out, err = run("inspect", "--dsn", db_url, "--from", FROM, "edge-fine")
     assert f"message_id:       {parse(received['data'])['Message-ID']}\n" in out
+
+
+def test_an_enqueue_whose_key_exists_says_so_with_a_notice(conn):
+    """The id comes back either way (idempotence); the repeat raises a NOTICE
+    with SQLSTATE 01MR1 that a client can catch, and a new mail raises none."""
+    notices = []
+    # psycopg's Diagnostic is only valid inside the handler: keep its fields
+    conn.add_notice_handler(lambda diag: notices.append((diag.sqlstate, diag.message_primary)))
+    first = enqueue(conn, "ann@example.com", subject="Receipt", body_text="b", delivery_key="order:1:receipt")
+    assert notices == []
+    again = enqueue(conn, "ann@example.com", subject="Receipt", body_text="b", delivery_key="order:1:receipt")
+    assert again == first
+    assert notices == [
+        ("01MR1", f'mailroom: delivery_key: "order:1:receipt" already exists (message {first}): nothing new was queued')]

@@ -3,9 +3,14 @@ a real `mailroom run` and aiosmtpd sink, the CLI in-process on a real cluster.""
 
 from __future__ import annotations
 
+import io
 import json
+import uuid
 
+from mailroom.demo import Progress, demo_database
+from mailroom.embedded import Cluster
 from mailroom.sink import Rule, Sink
+from tests.conftest import connect
 from tests.operatorkit import run
 from tests.runnerkit import FROM, RunnerProcess, enqueue, parse, settled, wait_for
 
@@ -43,3 +48,37 @@ def test_an_enqueue_whose_key_exists_says_so_with_a_notice(conn):
     assert again == first
     assert notices == [
         ("01MR1", f'mailroom: delivery_key: "order:1:receipt" already exists (message {first}): nothing new was queued')]
+
+
+def test_the_demo_progress_prints_a_line_every_few_seconds_off_a_terminal():
+    """Off a terminal (a log, CI) the bar is a line every 5 s at most and the
+    final one, however often it is updated (the demo updates 4 times a second)."""
+    out, now = io.StringIO(), [0.0]
+    progress = Progress(1000, out=out, clock=lambda: now[0])
+    for tick in range(80):  # 20 s of quarter-second updates
+        now[0] = tick * 0.25
+        progress.update(tick * 10, 0, 0)
+    progress.update(1000, 0, 0, final=True)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 5, lines  # at 0, 5, 10 and 15 s, and the final line
+    assert "\r" not in out.getvalue() and lines[-1].startswith("[" + "#" * 30 + "] 100.0%")
+
+
+def test_the_demo_drops_its_database_unless_asked_to_keep_it(server_url, template_db):
+    cluster = Cluster.for_checkout()
+    name = "t_demo_" + uuid.uuid4().hex[:8]
+
+    def exists() -> bool:
+        with connect(server_url) as admin:
+            return admin.execute("SELECT count(*) AS n FROM pg_database WHERE datname = %s", [name]).fetchone()["n"] == 1
+
+    with demo_database(cluster, name=name, template=template_db) as url:
+        assert exists() and url.endswith("/" + name)
+    assert not exists()
+    with demo_database(cluster, name=name, template=template_db, keep=True):
+        pass
+    try:
+        assert exists()
+    finally:
+        with connect(server_url) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -209,10 +209,30 @@ SELECT k.id AS campaign_id,
        s.sent_last_minute,
        round(s.sent_last_minute / 60.0, 2) AS send_rate_per_second,
        now() - s.oldest_due AS oldest_queued_age,
+       -- Mail a send window holds (claim_batch re-times it to the window's
+       -- next opening), mail due later by send_at and retries in backoff
+       -- cannot go before its run_at: the ETA is the later of sending what is
+       -- due now and sending what waits once the last of it is due, both at
+       -- the current rate (v0.4 divided everything queued by the rate and
+       -- said 3 minutes for mail held until 07:00).
        CASE WHEN s.sent_last_minute > 0 AND k.status = 'active'
-            THEN (s.queued + s.sending) * interval '60 seconds' / s.sent_last_minute END AS eta,
+            THEN greatest((s.due + s.sending) * interval '60 seconds' / s.sent_last_minute,
+                          (s.last_due_at - now()) + s.waiting * interval '60 seconds' / s.sent_last_minute) END AS eta,
        k.created_at,
-       k.finished_at
+       k.finished_at,
+       s.due,
+       s.waiting,
+       s.next_due_at,
+       CASE WHEN k.status <> 'active' THEN format('no ETA: the campaign is %s', k.status)
+            WHEN s.queued + s.sending = 0 THEN NULL
+            WHEN s.sent_last_minute = 0 AND s.due + s.sending = 0
+              THEN format('no ETA: nothing is due before %s (a send window, send_at or retry backoff), and no rate to go by',
+                          s.next_due_at)
+            WHEN s.sent_last_minute = 0 THEN 'no ETA: nothing was sent in the last minute, so there is no rate to go by'
+            WHEN s.waiting > 0
+              THEN format('%s mail(s) wait until %s at the latest (send windows, send_at, retry backoff): counted from then at the current rate',
+                          s.waiting, s.last_due_at)
+       END AS eta_note
 FROM mailroom.campaigns k
 CROSS JOIN LATERAL (
   SELECT count(*) AS total,
@@ -225,7 +245,11 @@ CROSS JOIN LATERAL (
          count(*) FILTER (WHERE q.status = 'review') AS review,
          count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'sent'
                             AND f.finished_at > now() - interval '1 minute') AS sent_last_minute,
-         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due
+         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due,
+         count(*) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS due,
+         count(*) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS waiting,
+         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS next_due_at,
+         max(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS last_due_at
   FROM mailroom.contents c
   LEFT JOIN mailroom.queue q ON q.id = c.id
   LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL
@@ -235,6 +259,6 @@ ALTER VIEW mailroom.campaign_progress OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.campaign_progress FROM PUBLIC;
 GRANT SELECT ON mailroom.campaign_progress TO mailroom_operator, mailroom_app;
 COMMENT ON VIEW mailroom.campaign_progress IS
-  'Per campaign: counts per status (live ones from the queue, finished ones from the finishing ledger row), mail sent in the last minute and the rate per second, age of the oldest due queued mail, ETA at the current rate; status done as soon as nothing is left to send.';
+  'Per campaign: counts per status (live ones from the queue, finished ones from the finishing ledger row), mail sent in the last minute and the rate per second, age of the oldest due queued mail, ETA at the current rate that waits for mail not yet due (send windows, send_at, backoff: due and waiting count them, next_due_at is the first such run_at), eta_note saying why the ETA is NULL or what it assumed; status done as soon as nothing is left to send.';
 
 COMMIT;

@@ -159,6 +159,13 @@ BEGIN
       RAISE EXCEPTION 'mailroom: delivery_key: "%" was enqueued by a concurrent transaction this snapshot cannot see', p_delivery_key
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
     END IF;
+    -- Idempotence is the point of the key, but a receipt not queued because
+    -- its key collided with another mail's is easy to miss: say so, on the
+    -- repeat path only (a NOTICE costs the new-mail path nothing, and keeps
+    -- enqueue's one signature). SQLSTATE 01MR1 lets a client tell it apart.
+    RAISE NOTICE 'mailroom: delivery_key: "%" already exists (message %): nothing new was queued', p_delivery_key, v_id
+      USING ERRCODE = '01MR1',
+            HINT = 'A repeat of the same mail is fine; a different mail needs a key of its own.';
     RETURN v_id;
   END IF;
 
@@ -181,6 +188,6 @@ REVOKE ALL ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, tim
 GRANT EXECUTE ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   TO mailroom_app;
 COMMENT ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text) IS
-  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id and changes nothing. Give literal subject/body or p_template with p_vars. p_stream (default transactional) names its stream (mailroom.streams).';
+  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id, changes nothing and raises NOTICE (SQLSTATE 01MR1) saying the key already existed. Give literal subject/body or p_template with p_vars. p_stream (default transactional) names its stream (mailroom.streams).';
 
 COMMIT;

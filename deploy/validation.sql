@@ -54,6 +54,15 @@ BEGIN
   IF p_address ~ '[\r\n]' THEN
     RAISE EXCEPTION 'mailroom: %: contains CR or LF', p_field USING ERRCODE = '22023';
   END IF;
+  -- "Judy <judy@example.com>": say what is wrong rather than "whitespace".
+  -- The address is what is stored, suppressed and rate-limited by domain,
+  -- and the runner writes the To header from it alone.
+  IF p_address ~ '<[^<>]*@[^<>]*>[[:space:]]*$' THEN
+    RAISE EXCEPTION 'mailroom: %: display names and angle brackets are not accepted ("%"): pass the bare address, %',
+      p_field, p_address, substring(p_address FROM '<([^<>]*)>[[:space:]]*$')
+      USING ERRCODE = '22023',
+            HINT = 'The To header shows the address alone; greet the recipient by name in the body (a template variable).';
+  END IF;
   IF p_address ~ '[[:space:][:cntrl:]]' THEN
     RAISE EXCEPTION 'mailroom: %: contains whitespace or a control character', p_field USING ERRCODE = '22023';
   END IF;
@@ -110,7 +119,7 @@ $$;
 ALTER FUNCTION mailroom._check_address(text, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._check_address(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._check_address(text, text) IS
-  'Internal: raise 22023 unless the value is a single plain email address: no display name, no quoted local part, no IP literal; at most 254 octets (local part 64); a dotted domain whose top label ends in a letter, no reserved ab-- labels; no whitespace, control, invisible or private-use code points.';
+  'Internal: raise 22023 unless the value is a single plain email address: no display name (refused as such, naming the bare address), no quoted local part, no IP literal; at most 254 octets (local part 64); a dotted domain whose top label ends in a letter, no reserved ab-- labels; no whitespace, control, invisible or private-use code points.';
 
 CREATE OR REPLACE FUNCTION mailroom._check_header_text(p_field text, p_value text)
 RETURNS void

@@ -4,8 +4,11 @@ Starts (or reuses) the embedded cluster, deploys a fresh `mailroom_demo`
 database with Sqitch, starts `mailroom sink`, stores a template, enqueues
 N mails with per-recipient variables, starts R `mailroom run` processes,
 shows a live progress bar, and prints a summary. It stops everything it
-started; the demo database stays for inspection while the cluster runs.
-Exit code 1 unless sent == enqueued and the sink saw no duplicate.
+started and drops the demo database (20,000 mails nobody needs; a database
+left behind also keeps the cluster-wide mailroom roles in use, so a later
+revert in another database keeps them and says so): --keep-database keeps it
+for inspection. Exit code 1 unless sent == enqueued and the sink saw no
+duplicate.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import click
@@ -56,17 +61,21 @@ def _fmt_secs(s: float | None) -> str:
 
 
 class Progress:
-    """A progress line: redrawn in place on a terminal, printed every 2 s otherwise."""
+    """A progress line: redrawn in place on a terminal; elsewhere (a log, CI)
+    a line every `every` seconds at most, and the final one."""
 
-    def __init__(self, total: int, out=sys.stdout):
+    def __init__(self, total: int, out=sys.stdout, every: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.total = total
         self.out = out
         self.tty = out.isatty()
+        self.every = every
+        self.clock = clock
         self.samples: deque[tuple[float, int]] = deque(maxlen=20)
-        self.last_print = 0.0
+        self.last_print: float | None = None
 
     def update(self, sent: int, retried: int, failed: int, final: bool = False) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self.samples.append((now, sent))
         t0, s0 = self.samples[0]
         rate = (sent - s0) / (now - t0) if now > t0 else 0.0
@@ -79,7 +88,7 @@ class Progress:
         if self.tty:
             self.out.write("\r" + line.ljust(110) + ("\n" if final else ""))
             self.out.flush()
-        elif final or now - self.last_print >= 2.0:
+        elif final or self.last_print is None or now - self.last_print >= self.every:
             self.out.write(line + "\n")
             self.out.flush()
             self.last_print = now
@@ -89,13 +98,29 @@ def _say(msg: str) -> None:
     click.echo(f"demo: {msg}")
 
 
-def _create_demo_database(cluster: Cluster) -> str:
-    admin_url = cluster.url("postgres")
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEMO_DB)))
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEMO_DB)))
-    cluster.deploy(log=lambda m: None, database=DEMO_DB)
-    return cluster.url(DEMO_DB)
+def _drop_demo_database(cluster: Cluster, name: str) -> None:
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@contextmanager
+def demo_database(cluster: Cluster, keep: bool = False, name: str = DEMO_DB,
+                  template: str | None = None) -> Iterator[str]:
+    """A fresh database deployed with Sqitch (or cloned from a deployed
+    `template`, for tests); its URL. Dropped on the way out unless `keep`."""
+    _drop_demo_database(cluster, name)
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
+        create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template:
+            create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        admin.execute(create)
+    try:
+        if not template:
+            cluster.deploy(log=lambda m: None, database=name)
+        yield cluster.url(name)
+    finally:
+        if not keep:
+            _drop_demo_database(cluster, name)
 
 
 def _wait_file(path: Path, proc: subprocess.Popen, timeout: float = 15) -> None:
@@ -119,7 +144,8 @@ def _stop(procs: list[subprocess.Popen], timeout: float = 30) -> None:
             p.wait()
 
 
-def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluster: bool) -> int:
+def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluster: bool,
+             keep_database: bool = False) -> int:
     cluster = Cluster.for_checkout()
     t_setup = time.monotonic()
     started_cluster = cluster.up(log=lambda m: click.echo(m))
@@ -130,8 +156,9 @@ def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluste
     sink_proc: subprocess.Popen | None = None
     runner_procs: list[subprocess.Popen] = []
     pool: psycopg_pool.ConnectionPool | None = None
+    database = ExitStack()  # the demo database goes last, after the runners and the pool
     try:
-        url = _create_demo_database(cluster)
+        url = database.enter_context(demo_database(cluster, keep=keep_database))
         _say(f"database {DEMO_DB} deployed with sqitch ({time.monotonic() - t_setup:.1f}s): {url}")
 
         port = free_port()
@@ -215,6 +242,9 @@ def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluste
         _stop(runner_procs, timeout=10)
         if sink_proc is not None:
             _stop([sink_proc], timeout=5)
+        database.close()
+        if not keep_database:
+            _say(f"database {DEMO_DB} dropped (--keep-database keeps it)")
         if started_cluster and not keep_cluster:
             cluster.down(log=lambda m: click.echo(m))
 
@@ -229,17 +259,19 @@ def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluste
 @click.option("--batch", type=click.IntRange(1, 10000), default=200, show_default=True,
               help="claim_batch size per runner.")
 @click.option("--keep-cluster", is_flag=True, help="Leave the embedded cluster running afterwards.")
-def demo_cmd(mails, runners, concurrency, batch, keep_cluster):
+@click.option("--keep-database", is_flag=True, help=f"Keep the {DEMO_DB} database afterwards (dropped by default).")
+def demo_cmd(mails, runners, concurrency, batch, keep_cluster, keep_database):
     """Send N mails through R runners to a local SMTP sink, with a progress bar.
 
     Everything runs on this machine: the embedded PostgreSQL cluster (started
     if needed, stopped again if this command started it), a fresh database
-    `mailroom_demo` deployed with Sqitch, `mailroom sink` on a free loopback
-    port, and the runners. Exit code 0 only when every mail was sent exactly once.
+    `mailroom_demo` deployed with Sqitch (dropped at the end unless
+    --keep-database), `mailroom sink` on a free loopback port, and the
+    runners. Exit code 0 only when every mail was sent exactly once.
     """
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
-        code = run_demo(mails, runners, concurrency, batch, keep_cluster)
+        code = run_demo(mails, runners, concurrency, batch, keep_cluster, keep_database)
     except (ClusterError, queries.DatabaseUnavailable, queries.QueryError) as e:
         click.echo(f"mailroom: demo: {e}", err=True)
         code = 2

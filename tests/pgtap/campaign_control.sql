@@ -1,6 +1,6 @@
 -- pgTAP: pause_campaign, resume_campaign, cancel_campaign, finish_campaigns, campaign_progress.
 BEGIN;
-SELECT plan(29);
+SELECT plan(33);
 
 SELECT has_function('mailroom', 'pause_campaign', ARRAY['bigint'], 'pause_campaign exists');
 SELECT has_function('mailroom', 'resume_campaign', ARRAY['bigint'], 'resume_campaign exists');
@@ -67,6 +67,29 @@ SELECT is(mailroom.cancel_campaign((SELECT id FROM c2)), 3, 'cancel cancels queu
 RESET ROLE;
 SELECT is((SELECT count(*)::int FROM mailroom.messages WHERE campaign_id = (SELECT id FROM c2) AND status = 'cancelled'
            AND status_reason = 'campaign_cancelled'), 3, 'with reason campaign_cancelled');
+
+-- A send window holds the rest: 2 of 4 sent this minute, then the window
+-- closes (set on the campaign by hand here) and the gate re-times the other
+-- two to its next opening, five hours away.
+CREATE TEMP TABLE c3 AS
+SELECT mailroom.enqueue_campaign('winter', 'news',
+  'SELECT g AS recipient_id, ''w'' || g || ''@example.org'' AS email FROM generate_series(1, 4) g',
+  p_send_at => now() - interval '1 second') AS id;
+GRANT SELECT ON c3 TO PUBLIC;
+SELECT mailroom.mark_outcomes(jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')))
+FROM mailroom.claim_batch('w3', 2);
+UPDATE mailroom.campaigns SET time_zone = 'UTC', window_start = (now() AT TIME ZONE 'UTC' + interval '5 hours')::time,
+                              window_end = (now() AT TIME ZONE 'UTC' + interval '6 hours')::time
+WHERE id = (SELECT id FROM c3);
+SELECT is((SELECT count(*)::int FROM mailroom.claim_batch('w3', 10)), 0, 'the closed window holds the other two');
+SELECT results_eq($$SELECT sent, queued, due, waiting FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM c3)$$,
+  $$VALUES (2::bigint, 2::bigint, 0::bigint, 2::bigint)$$, 'progress: 2 sent, 2 queued, none due, both waiting');
+SELECT ok((SELECT next_due_at BETWEEN now() + interval '4 hours 59 minutes' AND now() + interval '5 hours'
+                  AND eta >= next_due_at - now()
+           FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM c3)),
+  'the ETA counts from the window''s opening, five hours away (not 2 mails at 2 a minute: 1 minute)');
+SELECT matches((SELECT eta_note FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM c3)),
+  '^2 mail\(s\) wait until .* at the latest \(send windows, send_at, retry backoff\)', 'eta_note says what the ETA waits for');
 
 -- bad input
 SELECT throws_ok($$SELECT mailroom.pause_campaign(-1)$$, '22023', 'mailroom: campaign: no campaign with id -1', 'unknown campaign');

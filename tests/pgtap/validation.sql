@@ -1,7 +1,7 @@
 -- Tests for mailroom:validation (the shared input checks; each caller's own
 -- test shows the checks reach its users)
 BEGIN;
-SELECT plan(38);
+SELECT plan(40);
 
 SELECT lives_ok($$SELECT mailroom._check_address('to', 'ann.lee+tag@mail.example.com')$$, 'plain address');
 SELECT lives_ok($$SELECT mailroom._check_address('to', 'jürgen@bücher.example')$$, 'internationalised address');
@@ -12,6 +12,12 @@ SELECT throws_ok($$SELECT mailroom._check_address('to', 'ann@example..com')$$, '
   'mailroom: to: "ann@example..com" has an invalid domain', 'empty domain label');
 SELECT throws_ok($$SELECT mailroom._check_address('to', 'ann@')$$, '22023',
   'mailroom: to: "ann@" has an invalid domain', 'missing domain');
+SELECT throws_ok($$SELECT mailroom._check_address('to', 'Judy <judy@example.com>')$$, '22023',
+  'mailroom: to: display names and angle brackets are not accepted ("Judy <judy@example.com>"): pass the bare address, judy@example.com',
+  'a display name is refused as such, naming the bare address to pass');
+SELECT throws_ok($$SELECT mailroom.enqueue('"Lee, Judy" <judy@example.com> ', 'Hi', 'Body')$$, '22023',
+  'mailroom: to: display names and angle brackets are not accepted (""Lee, Judy" <judy@example.com> "): pass the bare address, judy@example.com',
+  '... through enqueue too, quoted names and trailing space included');
 SELECT throws_ok($$SELECT mailroom._check_address('reply_to', E'ann@example.com\t')$$, '22023',
   'mailroom: reply_to: contains whitespace or a control character', 'the field name is the caller''s');
 SELECT lives_ok($$SELECT mailroom._check_headers('{"Reply-To": "a@example.com", "List-Unsubscribe": "<mailto:u@example.com>"}')$$,

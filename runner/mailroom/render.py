@@ -430,7 +430,7 @@ class Renderer:
             _address_header("From", from_given[1]) if from_given else self._from_line,
             _address_header("To", row["to_address"]),
             _text_header("Subject", " ".join((subject or "").split())),
-            "Date: " + format_datetime(now) if now is not None else _date_now(),
+            ("Date: " + format_datetime(now)) if now is not None else _date_now(),
             "Message-ID: " + mid,
         ]
         for low, (name, value) in given.items():

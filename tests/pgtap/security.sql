@@ -181,9 +181,8 @@ INSERT INTO readers VALUES
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
-                               ('mailroom_feedback', 'feedback'),
                                ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
-                               ('mailroom_unsubscribe', 'unsubscribe'),
+                               ('mailroom_feedback', 'feedback'),
                                ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS

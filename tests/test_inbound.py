@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import smtplib
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom import bounces, unsubscribe, verp
+from mailroom import bounces, exitcodes, unsubscribe, verp
 from mailroom.inbound_server import Inbound, unsubscribe_verifier
 from mailroom.render import message_id as runner_message_id
 from mailroom.signing import Keyring
@@ -291,3 +293,19 @@ def test_unsubscribe_by_mailto(db, feedback_url, verper, keyring):
         assert state(db) == {**before, "unparsed": before["unparsed"] + 1}
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("role, env, code, message", [
+    (FEEDBACK_ROLE, {}, exitcodes.USAGE, "no signing keys"),
+    ("mailroom_no_feedback", {"MAILROOM_SIGNING_KEYS": "k1=" + "a" * 43}, exitcodes.REFUSED,
+     "cannot execute feedback_message_id_matches, keep_unparsed_inbound, record_feedback (grant mailroom_feedback)"),
+])
+def test_the_command_refuses_a_bad_configuration_at_start(role, env, code, message, module_db_url, feedback_url):
+    with connect(module_db_url) as c:  # the role test_451_… uses; made here too so the order does not matter
+        c.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mailroom_no_feedback') THEN "
+                  "CREATE ROLE mailroom_no_feedback LOGIN; END IF; END $$")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
+    done = subprocess.run([sys.executable, "-m", "mailroom.cli", "inbound", "--dsn", _role_url(module_db_url, role),
+                           "--port", "0"], capture_output=True, text=True, env={**clean, **env}, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr

@@ -67,7 +67,8 @@ class Store:
                 " WHERE NOT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
                 "                   WHERE n.nspname = 'mailroom' AND p.proname = f.name"
                 "                     AND has_schema_privilege(n.oid, 'USAGE')"
-                "                     AND has_function_privilege(p.oid, 'EXECUTE'))",
+                "                     AND has_function_privilege(p.oid, 'EXECUTE'))"
+                " ORDER BY 1",
                 {"names": list(queries.FEEDBACK_FUNCTIONS)}).fetchall()
         return [r["name"] for r in rows]
 

@@ -11,6 +11,7 @@ VENV     ?= .venv
 MAILROOM := $(VENV)/bin/mailroom
 PYTEST   := $(VENV)/bin/pytest
 DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
+                chromium chromium-driver \
                 libtap-parser-sourcehandler-pgtap-perl
 
 # Sqitch and pg_prove reach the embedded cluster through libpq's variables.

@@ -13,6 +13,7 @@ PYTEST   := $(VENV)/bin/pytest
 # postfix is installed preseeded so that debconf configures no mail system:
 # tests/test_postfix_dsn.py runs a private one on loopback.
 DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
+                chromium chromium-driver \
                 libtap-parser-sourcehandler-pgtap-perl postfix
 
 # Sqitch and pg_prove reach the embedded cluster through libpq's variables.

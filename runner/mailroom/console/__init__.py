@@ -61,6 +61,17 @@ def _read_secret(name: str) -> str | None:
     return os.environ.get(f"MAILROOM_CONSOLE_{name}")
 
 
+def accounts_from_file(path: str) -> Accounts:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConsoleConfigError(f"--users-file: cannot read {path}: {e.strerror}") from None
+    try:
+        return Accounts.parse(text, path)
+    except CredentialsError as e:
+        raise ConsoleConfigError(str(e)) from None
+
+
 def accounts_from_env() -> Accounts | None:
     text = _read_secret("USERS")
     if text is None:
@@ -84,6 +95,15 @@ def create_app(dsn: str | None = None, *, accounts: Accounts | None = None, secr
             raise ConsoleConfigError("no database: give --dsn or set MAILROOM_CONSOLE_DSN")
         database = Database(dsn)
         database.open()  # ConsoleDatabaseError says why, with an exit code
+    try:
+        return _configured_app(database, accounts, secret_key, trust_header, secure_cookies)
+    except ConsoleConfigError:
+        database.close()
+        raise
+
+
+def _configured_app(database: Database, accounts: Accounts | None, secret_key: str | bytes | None,
+                    trust_header: str | None, secure_cookies: bool | None) -> Flask:
     accounts = accounts if accounts is not None else accounts_from_env()
     trust_header = trust_header or os.environ.get("MAILROOM_CONSOLE_TRUST_HEADER") or None
     if accounts is None and trust_header is None:

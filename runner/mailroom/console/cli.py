@@ -29,24 +29,24 @@ def _parse_bind(bind: str) -> tuple[str, int]:
 def web_cmd(bind, dsn, users_file, trust_header, hash_password):
     """The operator console in the browser (a development server; run it
     under gunicorn in production: docs/console.md)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(message)s")
     from mailroom.console.auth import hash_password as make_hash
 
     if hash_password:
         password = click.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
         click.echo(make_hash(password))
         return
-    if users_file:
-        import os
-
-        os.environ["MAILROOM_CONSOLE_USERS_FILE"] = users_file
     host, port = _parse_bind(bind)
     from werkzeug.serving import make_server
 
-    from mailroom.console import ConsoleConfigError, create_app
+    from mailroom.console import ConsoleConfigError, accounts_from_file, create_app
     from mailroom.console.db import ConsoleDatabaseError
 
     try:
-        app = create_app(dsn, trust_header=trust_header)
+        accounts = accounts_from_file(users_file) if users_file else None
+        app = create_app(dsn, accounts=accounts, trust_header=trust_header)
     except (ConsoleConfigError, ConsoleDatabaseError) as e:
         click.echo(f"mailroom: {e}", err=True)
         sys.exit(e.exit_code)

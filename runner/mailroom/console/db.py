@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailroom import exitcodes, logs
 
@@ -49,38 +49,42 @@ def safe_dsn(dsn: str) -> str:
 
 
 class Database:
-    def __init__(self, dsn: str, *, max_size: int = 4, allow_extra_roles: bool = False):
+    def __init__(self, dsn: str, *, max_size: int = 4):
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
             raise ConsoleDatabaseError(f"--dsn: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
         logs.register_secret(info.get("password"))
+        self._dsn = dsn
         self.shown_dsn = safe_dsn(dsn)
         self.pool = ConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "mailroom-console",
                     "connect_timeout": 10},
         )
-        self.allow_extra_roles = allow_extra_roles
 
     def open(self) -> None:
-        """Connect now and check the role, so bad configuration fails at start."""
+        """Connect now and check the role, so bad configuration fails at start
+        (one plain connection first: its error says why, where the pool
+        would only retry until its timeout)."""
         try:
-            self.pool.open(wait=True, timeout=15)
-        except psycopg_pool_errors() as e:
-            raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {logs.redact(str(e))}",
-                                       exitcodes.UNREACHABLE) from None
-        row = self.one(ROLE_CHECK)
+            with psycopg.connect(self._dsn, connect_timeout=10, row_factory=dict_row) as conn:
+                row = conn.execute(ROLE_CHECK).fetchone()
+        except psycopg.OperationalError as e:
+            reason = logs.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {reason}", exitcodes.UNREACHABLE) from None
         if not row["operator"]:
-            self.close()
             raise ConsoleDatabaseError("the console's login must be a member of mailroom_operator", exitcodes.REFUSED)
-        if (row["rolsuper"] or row["extra"]) and not self.allow_extra_roles:
-            self.close()
+        if row["rolsuper"] or row["extra"]:
             held = ["superuser"] if row["rolsuper"] else []
             raise ConsoleDatabaseError(
                 "the console's login must hold mailroom_operator and nothing more, it is also "
                 + ", ".join(held + list(row["extra"])) + ": use a login made for it"
                 " (CREATE ROLE mailroom_console LOGIN IN ROLE mailroom_operator)", exitcodes.REFUSED)
+        try:
+            self.pool.open(wait=True, timeout=15)
+        except PoolTimeout as e:
+            raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {e}", exitcodes.UNREACHABLE) from None
 
     def close(self) -> None:
         self.pool.close()
@@ -97,12 +101,6 @@ class Database:
     def one(self, sql: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
         with self.connection() as conn:
             return conn.execute(sql, params).fetchone()
-
-
-def psycopg_pool_errors() -> tuple[type[BaseException], ...]:
-    from psycopg_pool import PoolTimeout
-
-    return (PoolTimeout, psycopg.OperationalError)
 
 
 # --- what the console sends ------------------------------------------------------

@@ -34,6 +34,8 @@ def test_notify_wakes_an_idle_runner_within_two_seconds(db_url, conn):
     assert 'mailroom_mails_total{outcome="sent",sender="default"} 1.0' in metrics
     assert "mailroom_claim_seconds_bucket" in metrics and "mailroom_send_seconds_bucket" in metrics
     assert "mailroom_in_flight 0.0" in metrics
+    # all 8 (the default --concurrency) SMTP sessions wait for mail, none waits for a session
+    assert "mailroom_sessions_idle 8.0" in metrics and "mailroom_sends_waiting 0.0" in metrics
 
 
 def _kill_runner_backends(conn) -> int:

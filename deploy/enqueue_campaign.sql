@@ -299,11 +299,6 @@ BEGIN
     LEFT JOIN (SELECT DISTINCT x.address_key FROM mailroom.suppressions x
                WHERE x.stream IS NULL OR x.stream = $15) s ON s.address_key = mailroom._address_key(r.email)
     %s
-    -- In delivery-key order: the keys share the prefix 'campaign:<id>:', so
-    -- in byte order (the key's collation) they sort as the recipient ids do,
-    -- and the unique index is filled left to right instead of at random
-    -- leaves; nextval is taken after the sort, so ids follow the same order.
-    ORDER BY r.recipient_id COLLATE "C"
   ),
   content AS (
     INSERT INTO mailroom.contents (
@@ -350,7 +345,6 @@ BEGIN
            $15, $2
     FROM pg_temp.mailroom_campaign_recipients r
     %s
-    ORDER BY r.recipient_id COLLATE "C"
     ON CONFLICT DO NOTHING
     -- each address is checked once, in the RETURNING of the row it belongs to
     RETURNING id, recipient_zone,

@@ -25,12 +25,7 @@ COMMENT ON SEQUENCE mailroom.message_ids IS
 
 CREATE TABLE mailroom.contents (
   id             bigint NOT NULL DEFAULT nextval('mailroom.message_ids') PRIMARY KEY,
-  -- byte order ("C"): the unique index compares keys with memcmp instead
-  -- of the database's locale (strcoll per comparison), and a campaign can
-  -- sort its keys in the index's order to fill it left to right (see
-  -- enqueue_campaign). Equality, the only way keys are looked up, is the
-  -- same under every deterministic collation.
-  delivery_key   text COLLATE "C" NOT NULL,
+  delivery_key   text NOT NULL,
   sender         text NOT NULL DEFAULT 'default',
   to_address     text NOT NULL,
   -- what follows the last @ (NULL without one), lower-cased: the same value

@@ -117,7 +117,8 @@ SELECT c.id, c.delivery_key,
        c.created_at,
        coalesce(q.updated_at, f.finished_at) AS updated_at,
        CASE WHEN f.finished_as = 'sent' THEN f.finished_at END AS sent_at,
-       f.finished_at
+       f.finished_at,
+       c.stream
 FROM mailroom.contents c
 LEFT JOIN mailroom.queue q ON q.id = c.id
 LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL;

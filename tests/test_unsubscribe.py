@@ -249,3 +249,18 @@ def test_rotation_and_the_same_answer_for_every_address(conn, served, keys_file)
         ("never-mailed@example.org", "broadcast", "unsubscribed", "one-click message 7"),
         ("old@example.org", "broadcast", "unsubscribed", "one-click message 7"),
     ]
+
+
+@pytest.mark.parametrize("keys", ["missing", "short secret"])
+def test_a_bad_keyring_stops_the_runner_at_start(db_url, conn, tmp_path, keys):
+    path = tmp_path / "signing-keys"
+    if keys == "short secret":
+        path.write_text("k1=" + base64.urlsafe_b64encode(b"too short").decode() + "\n")
+    enqueue(conn, "held@example.org", subject="Held", body_text="Not yet.\n")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", "--unsubscribe-url",
+                                                "https://u.example.org", "--signing-keys", str(path)) as r:
+        assert r.wait() == 2, r.log()
+        log = r.log()
+    assert log.startswith(f"mailroom: signing keys file {path}"), log
+    assert statuses(conn) == {"queued": 1}, "nothing was claimed"
+    assert not sink.messages

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import os
 import re
@@ -125,17 +124,18 @@ class Keyring:
 
     def sign(self, payload: bytes) -> tuple[str, bytes]:
         """(key id, HMAC-SHA256 of payload) under the current key."""
-        return self.current_id, hmac.new(self._keys[self.current_id], payload, hashlib.sha256).digest()
+        # hmac.digest: OpenSSL's one-shot HMAC, a fraction of hmac.new()'s cost per mail
+        return self.current_id, hmac.digest(self._keys[self.current_id], payload, "sha256")
 
     def verify(self, kid: str, payload: bytes, mac: bytes) -> bool:
         """True when mac is payload's HMAC under key kid (constant time; unknown kid: False)."""
         secret = self._keys.get(kid)
         if secret is None:
             return False
-        return hmac.compare_digest(hmac.new(secret, payload, hashlib.sha256).digest(), mac)
+        return hmac.compare_digest(hmac.digest(secret, payload, "sha256"), mac)
 
     def macs(self, payload: bytes) -> list[bytes]:
         """payload's HMAC-SHA256 under every key, the current one first: for
         short tags that carry no key id (VERP, mailroom.verp), checked against
         each in turn."""
-        return [hmac.new(secret, payload, hashlib.sha256).digest() for secret in self._keys.values()]
+        return [hmac.digest(secret, payload, "sha256") for secret in self._keys.values()]

@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from mailroom import render
 from mailroom.render import Built
 from mailroom.signing import KEY_ID, Keyring, b64url_decode, b64url_encode
 
@@ -108,11 +107,13 @@ class Unsubscribe:
         base_urls = _per_sender(urls, "--unsubscribe-url")
         domains = _per_sender(mailto_domains, "--unsubscribe-mailto")
         for sender, url in base_urls.items():
-            if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?", url):
+            # At most 200 characters: with a token of MAX_TOKEN the header's
+            # longest line stays under RFC 5322's 998 octets.
+            if len(url) > 200 or not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?", url):
                 raise ValueError(f"--unsubscribe-url: {url!r} is not an http(s) URL of a host and a path")
             base_urls[sender] = url.rstrip("/")
         for domain in domains.values():
-            if not re.fullmatch(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+", domain):
+            if len(domain) > 100 or not re.fullmatch(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+", domain):
                 raise ValueError(f"--unsubscribe-mailto: {domain!r} is not a domain")
         if base_urls and keyring is None:
             raise ValueError("--unsubscribe-url needs signing keys (--signing-keys, MAILROOM_SIGNING_KEYS_FILE "
@@ -140,13 +141,13 @@ class Unsubscribe:
         headers = row.get("headers")
         if isinstance(headers, dict) and any(k.lower() == "list-unsubscribe" for k in headers):
             return built  # the application's own wins; one mail carries one
-        targets = [f"<{url}>"]
+        # Written directly (ASCII by construction, each URL one word of at
+        # most ~830 characters): folded between the two URLs, the only place
+        # RFC 2369 allows a line break outside the brackets.
         sender = row.get("sender") or "default"
         domain = self.mailto_domains.get(sender) or self.mailto_domains.get(None)
-        if domain:
-            targets.append(f"<mailto:unsubscribe+{url.rsplit('/', 1)[1]}@{domain}>")
-        lines = (render._structured_header("List-Unsubscribe", ", ".join(targets)) + "\r\n"
-                 + f"List-Unsubscribe-Post: {ONE_CLICK}\r\n")
+        mailto = f",\r\n <mailto:unsubscribe+{url.rsplit('/', 1)[1]}@{domain}>" if domain else ""
+        lines = f"List-Unsubscribe: <{url}>{mailto}\r\nList-Unsubscribe-Post: {ONE_CLICK}\r\n"
         return replace(built, data=lines.encode("ascii") + built.data)
 
 

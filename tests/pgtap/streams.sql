@@ -4,7 +4,7 @@
 -- than streams) stops everything. The write-time shortcuts (enqueue,
 -- enqueue_campaign) honour the scope the same way.
 BEGIN;
-SELECT plan(32);
+SELECT plan(37);
 
 -- contract
 SELECT has_table('mailroom', 'streams', 'streams exists');
@@ -62,6 +62,10 @@ SELECT is((SELECT x.status FROM mailroom.messages x JOIN mailroom.campaigns k ON
 -- all streams: stops the transactional mail too; unsuppress by scope
 SELECT is(mailroom.suppress('ann@example.org', 'manual'), 0, 'an all-streams suppression beside the broadcast one');
 SELECT is((SELECT count(*)::int FROM mailroom.suppressions WHERE address_key = 'ann@example.org'), 2, 'two scopes, two rows');
+SELECT is((SELECT mailroom.inspect(c.delivery_key) -> 'stream' || jsonb_path_query_array(mailroom.inspect(c.delivery_key),
+                                          '$.suppressions[*] ? (@.stops_this_mail == true).stream')
+           FROM late JOIN mailroom.contents c ON c.id = late.tx),
+  '["transactional", null]'::jsonb, 'inspect shows the stream and which scope stops the mail (all streams, not broadcast)');
 DELETE FROM b;
 INSERT INTO b SELECT * FROM mailroom._claim_batch('w', 10, p_now => now() + interval '2 seconds');
 SELECT is((SELECT count(*)::int FROM b), 0, 'nothing to ann is handed out now');
@@ -71,6 +75,21 @@ SELECT is(mailroom.unsuppress('ann@example.org', 'broadcast'), true, 'unsuppress
 SELECT results_eq($$SELECT stream FROM mailroom.suppressions$$, $$VALUES (NULL::text)$$, 'the all-streams row stays');
 SELECT is(mailroom.unsuppress('ann@example.org'), true, 'unsuppress with no stream lifts every scope');
 SELECT is((SELECT count(*)::int FROM mailroom.suppressions), 0, 'none left');
+
+-- schedules: broadcast by default, p_stream chooses, a changed stream replaces the queued mail
+SELECT mailroom._schedule_upsert('digest:1', 'cy@example.org', '0 8 * * *', 'UTC', 'news', p_now => '2026-05-01 07:00Z');
+SELECT mailroom._schedule_upsert('alarm:1', 'cy@example.org', '0 8 * * *', 'UTC', 'news', p_stream => 'transactional',
+                                 p_now => '2026-05-01 07:00Z');
+SELECT results_eq($$SELECT schedule_key, stream FROM mailroom.schedules ORDER BY 1$$,
+  $$VALUES ('alarm:1', 'transactional'), ('digest:1', 'broadcast')$$, 'schedules default to broadcast; p_stream chooses');
+SELECT is(mailroom._materialize_schedules(p_now => '2026-05-01 07:58Z'), 2, 'both materialize');
+SELECT results_eq($$SELECT s.schedule_key, c.stream FROM mailroom.contents c JOIN mailroom.schedules s ON s.id = c.schedule_id ORDER BY 1$$,
+  $$VALUES ('alarm:1', 'transactional'), ('digest:1', 'broadcast')$$, 'their mail has the schedule''s stream');
+SELECT mailroom._schedule_upsert('digest:1', 'cy@example.org', '0 8 * * *', 'UTC', 'news', p_stream => 'transactional',
+                                 p_now => '2026-05-01 07:59Z');
+SELECT results_eq($$SELECT c.stream, x.status FROM mailroom.contents c JOIN mailroom.messages x USING (id)
+                    JOIN mailroom.schedules s ON s.id = c.schedule_id WHERE s.schedule_key = 'digest:1' ORDER BY c.id$$,
+  $$VALUES ('broadcast', 'cancelled'), ('transactional', 'queued')$$, 'a changed stream replaces the queued mail');
 
 -- errors, and nothing written by them
 SELECT throws_ok($$SELECT mailroom.suppress('ann@example.org', 'manual', NULL, 'newsletter')$$, '22023',

@@ -24,9 +24,12 @@
 --               report about mail nobody can place: stop everything to the
 --               address rather than risk the sender's reputation);
 --   unsubscribe the address suppressed (reason unsubscribed) for the mail's
---               stream; the mail must be known (its stream is what the
---               recipient left; an all-streams suppression would also stop
---               their password resets);
+--               stream; when the mail is unknown (a provider's unsubscribe
+--               event for pruned mail), for every stream that offers
+--               unsubscribing (streams.unsubscribe_headers), which is what a
+--               recipient can have left - not all streams, which would also
+--               stop their password resets - and for all streams only when
+--               no stream offers it;
 --   delayed, delivered  recorded only.
 -- Every kind counts against the mail's campaign and sender: the event row
 -- carries both (copied from contents), which is what the rates read.
@@ -94,10 +97,6 @@ BEGIN
     RAISE EXCEPTION 'mailroom: message_id: no mail % (pruned or never sent) and no address given', p_message_id
       USING ERRCODE = '22023';
   END IF;
-  IF p_kind = 'unsubscribe' AND v_mail.id IS NULL THEN
-    RAISE EXCEPTION 'mailroom: message_id: an unsubscribe needs the mail it came from (its stream is what is left), got %',
-      coalesce(p_message_id::text, 'NULL') USING ERRCODE = '22023';
-  END IF;
   v_address := coalesce(v_mail.to_address, p_address);
 
   INSERT INTO mailroom.feedback_events AS e
@@ -125,7 +124,15 @@ BEGIN
     WHEN 'complaint' THEN
       PERFORM mailroom.suppress(v_address, 'complaint', v_note, p_stream => v_mail.stream);
     WHEN 'unsubscribe' THEN
-      PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => v_mail.stream);
+      IF v_mail.id IS NOT NULL THEN
+        PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => v_mail.stream);
+      ELSE
+        PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => s.name)
+        FROM mailroom.streams s WHERE s.unsubscribe_headers ORDER BY s.name;
+        IF NOT FOUND THEN
+          PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => NULL);
+        END IF;
+      END IF;
     ELSE
       NULL;   -- delayed, delivered: recorded only
   END CASE;
@@ -136,6 +143,6 @@ ALTER FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, te
 REVOKE ALL ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) TO mailroom_feedback;
 COMMENT ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) IS
-  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row, the address suppressed for all streams, reason hard_bounce), complaint (suppressed for the mail''s stream; all streams when the mail is unknown), unsubscribe (suppressed for the mail''s stream; the mail must be known), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
+  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row, the address suppressed for all streams, reason hard_bounce), complaint (suppressed for the mail''s stream; all streams when the mail is unknown), unsubscribe (suppressed for the mail''s stream; when the mail is unknown, for every stream with unsubscribe headers), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
 
 COMMIT;

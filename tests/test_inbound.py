@@ -28,7 +28,9 @@ SAMPLES = Path(__file__).parent / "inbound_samples"
 EXPECTED = {k: v for k, v in json.loads((SAMPLES / "expected.json").read_text()).items() if not k.startswith("_")}
 BOUNCE_DOMAIN = "bounces.shop.example"
 MID_DOMAIN = "shop.example"
-FEEDBACK_ROLE = "mailroom_inbound_test"
+# Roles are cluster-wide: not mailroom_*, which tests/pgtap/roles.sql keeps NOLOGIN.
+FEEDBACK_ROLE = "t_inbound_feedback"
+NO_FEEDBACK_ROLE = "t_inbound_no_feedback"
 
 
 def _role_url(url: str, role: str) -> str:
@@ -47,15 +49,23 @@ def verper(keyring) -> verp.Verp:
 
 
 @pytest.fixture(scope="module")
-def feedback_url(module_db_url: str) -> str:
-    """A login role granted mailroom_feedback only: what production runs inbound as."""
+def login_roles(module_db_url: str):
+    """Login roles for the module, dropped after it (roles are cluster-wide):
+    one granted mailroom_feedback only, what production runs inbound as, and
+    one granted nothing."""
     with connect(module_db_url) as c:
-        c.execute(sql.SQL("""DO $$ BEGIN
-                               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {r}) THEN
-                                 CREATE ROLE {i} LOGIN;
-                               END IF;
-                             END $$""").format(r=sql.Literal(FEEDBACK_ROLE), i=sql.Identifier(FEEDBACK_ROLE)))
-        c.execute(sql.SQL("GRANT mailroom_feedback TO {}").format(sql.Identifier(FEEDBACK_ROLE)))
+        for role, group in ((FEEDBACK_ROLE, "mailroom_feedback"), (NO_FEEDBACK_ROLE, None)):
+            c.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+            c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role))
+                      + (sql.SQL(" IN ROLE {}").format(sql.Identifier(group)) if group else sql.SQL("")))
+    yield
+    with connect(module_db_url) as c:
+        for role in (FEEDBACK_ROLE, NO_FEEDBACK_ROLE):
+            c.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module")
+def feedback_url(module_db_url: str, login_roles) -> str:
     return _role_url(module_db_url, FEEDBACK_ROLE)
 
 
@@ -251,13 +261,10 @@ def test_mail_over_the_size_limit_is_refused_by_smtp(db, server, verper):
     assert state(db) == before
 
 
-def test_451_when_the_database_does_not_take_it(db, module_db_url, verper):
+def test_451_when_the_database_does_not_take_it(db, module_db_url, login_roles, verper):
     """A role without mailroom_feedback: the store fails, the answer is 451
     (the MTA keeps the mail and retries), and nothing is written."""
-    with connect(module_db_url) as c:
-        c.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mailroom_no_feedback') THEN "
-                  "CREATE ROLE mailroom_no_feedback LOGIN; END IF; END $$")
-    s = Inbound(_role_url(module_db_url, "mailroom_no_feedback"), verper, port=0)
+    s = Inbound(_role_url(module_db_url, NO_FEEDBACK_ROLE), verper, port=0)
     s.start()
     try:
         mail = sent_mail(db, "db-refuses")
@@ -297,13 +304,10 @@ def test_unsubscribe_by_mailto(db, feedback_url, verper, keyring):
 
 @pytest.mark.parametrize("role, env, code, message", [
     (FEEDBACK_ROLE, {}, exitcodes.USAGE, "no signing keys"),
-    ("mailroom_no_feedback", {"MAILROOM_SIGNING_KEYS": "k1=" + "a" * 43}, exitcodes.REFUSED,
+    (NO_FEEDBACK_ROLE, {"MAILROOM_SIGNING_KEYS": "k1=" + "a" * 43}, exitcodes.REFUSED,
      "cannot execute feedback_message_id_matches, keep_unparsed_inbound, record_feedback (grant mailroom_feedback)"),
 ])
-def test_the_command_refuses_a_bad_configuration_at_start(role, env, code, message, module_db_url, feedback_url):
-    with connect(module_db_url) as c:  # the role test_451_… uses; made here too so the order does not matter
-        c.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mailroom_no_feedback') THEN "
-                  "CREATE ROLE mailroom_no_feedback LOGIN; END IF; END $$")
+def test_the_command_refuses_a_bad_configuration_at_start(role, env, code, message, module_db_url, login_roles):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
     done = subprocess.run([sys.executable, "-m", "mailroom.cli", "inbound", "--dsn", _role_url(module_db_url, role),
                            "--port", "0"], capture_output=True, text=True, env={**clean, **env}, timeout=60)

@@ -24,7 +24,7 @@ from mailroom.sink import free_port
 
 from .postfixkit import PrivatePostfix
 from .runnerkit import FROM, RunnerProcess, parse, wait_for
-from .test_inbound import FEEDBACK_ROLE, _role_url
+from .test_inbound import _role_url
 
 BOUNCE_DOMAIN = "bounces.postfix-test.mailroom.invalid"
 LIVE = [f"live-{i}@example.com" for i in range(4)]
@@ -55,22 +55,25 @@ class NextHop:
         return "250 2.0.0 OK"
 
 
-def _feedback_role(conn) -> None:
-    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{FEEDBACK_ROLE}') THEN "
-                 f"CREATE ROLE {FEEDBACK_ROLE} LOGIN; END IF; END $$")
-    conn.execute(f"GRANT mailroom_feedback TO {FEEDBACK_ROLE}")
+@pytest.fixture
+def feedback_login(conn):
+    """A login role granted mailroom_feedback only (cluster-wide: dropped after)."""
+    name = "t_postfix_feedback"
+    conn.execute(f"DROP ROLE IF EXISTS {name}")
+    conn.execute(f"CREATE ROLE {name} LOGIN IN ROLE mailroom_feedback")
+    yield name
+    conn.execute(f"DROP ROLE IF EXISTS {name}")
 
 
-def test_postfix_dsns_bounce_exactly_the_refused_addresses(conn, db_url):
+def test_postfix_dsns_bounce_exactly_the_refused_addresses(conn, db_url, feedback_login):
     secret = os.urandom(32)
     keys_env = {"MAILROOM_SIGNING_KEYS": "k1=" + base64.urlsafe_b64encode(secret).decode().rstrip("=")}
-    _feedback_role(conn)
     for to in LIVE + DEAD:
         conn.execute("SELECT mailroom.enqueue(%s, 'Your receipt', 'Thanks', p_delivery_key => %s)", (to, "pf:" + to))
 
     hop = NextHop()
     hop.controller.start()
-    inbound = Inbound(_role_url(db_url, FEEDBACK_ROLE), verp.Verp(Keyring([("k1", secret)])), port=free_port(),
+    inbound = Inbound(_role_url(db_url, feedback_login), verp.Verp(Keyring([("k1", secret)])), port=free_port(),
                       domains=(BOUNCE_DOMAIN,))
     inbound.start()
     postfix = PrivatePostfix(free_port(), hop.controller.port, BOUNCE_DOMAIN, inbound.port)

@@ -100,12 +100,15 @@ RESET ROLE;
 SET ROLE mailroom_feedback;
 SELECT is(mailroom.record_feedback('complaint', NULL, 'hal@example.org', NULL, 'abuse', 'app', 'app:hal'), true,
   'a complaint about mail nobody can place');
+SELECT is(mailroom.record_feedback('unsubscribe', NULL, 'ida@example.org', NULL, NULL, 'mailgun', 'mailgun:ida'), true,
+  'an unsubscribe about mail nobody can place');
 RESET ROLE;
 SELECT results_eq($$SELECT address, reason, stream FROM mailroom.suppressions ORDER BY address$$,
   $$VALUES ('Gus@Example.org'::text, 'hard_bounce'::text, NULL::text), ('ann@example.com', 'hard_bounce', NULL),
            ('cid@example.com', 'unsubscribed', 'transactional'), ('dora@example.net', 'complaint', 'broadcast'),
-           ('fay@example.com', 'hard_bounce', NULL), ('hal@example.org', 'complaint', NULL)$$,
-  'bounces suppress for all streams; a complaint and an unsubscribe for the mail''s stream (a complaint about unknown mail: all)');
+           ('fay@example.com', 'hard_bounce', NULL), ('hal@example.org', 'complaint', NULL),
+           ('ida@example.org', 'unsubscribed', 'broadcast')$$,
+  'bounces suppress for all streams; a complaint and an unsubscribe for the mail''s stream (unknown mail: a complaint all, an unsubscribe the streams that offer unsubscribing)');
 SELECT results_eq($$SELECT stream FROM mailroom.feedback_events WHERE event_key IN ('arf:1', 'mailto:cid', 'ses:gus') ORDER BY event_key$$,
   $$VALUES ('broadcast'::text), ('transactional'), (NULL)$$, 'each event carries its mail''s stream');
 SELECT results_eq($$SELECT kind, campaign_id FROM mailroom.feedback_events WHERE source = 'arf'$$,
@@ -130,9 +133,6 @@ SELECT throws_ok($$SELECT mailroom.record_feedback('complaint', NULL, 'a@example
   'mailroom: event_key: required, at most 500 characters without control characters', 'an empty event key');
 SELECT throws_ok($$SELECT mailroom.record_feedback('complaint', NULL, 'not an address', NULL, NULL, 'arf', 'x7')$$, '22023',
   'mailroom: address: contains whitespace or a control character', 'a bad address');
-SELECT throws_ok($$SELECT mailroom.record_feedback('unsubscribe', NULL, 'a@example.com', NULL, NULL, 'mailto', 'x9')$$, '22023',
-  'mailroom: message_id: an unsubscribe needs the mail it came from (its stream is what is left), got NULL',
-  'an unsubscribe without its mail');
 SELECT throws_ok($$SELECT mailroom.record_feedback('delayed', NULL, 'a@example.com', NULL, repeat('x', 2001), 'dsn', 'x8')$$, '22023',
   'mailroom: detail: at most 2000 characters, got 2001', 'a detail too long');
 SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.feedback_events), (SELECT count(*) FROM mailroom.attempts),

@@ -10,8 +10,10 @@ PYTHON   ?= python3
 VENV     ?= .venv
 MAILROOM := $(VENV)/bin/mailroom
 PYTEST   := $(VENV)/bin/pytest
+# postfix is installed preseeded so that debconf configures no mail system:
+# tests/test_postfix_dsn.py runs a private one on loopback.
 DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
-                libtap-parser-sourcehandler-pgtap-perl
+                libtap-parser-sourcehandler-pgtap-perl postfix
 
 # Sqitch and pg_prove reach the embedded cluster through libpq's variables.
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
@@ -34,6 +36,7 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
+	    echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
 	    echo "missing Debian packages:$$missing (run 'make deps' as root)"; exit 1; \

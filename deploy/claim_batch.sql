@@ -52,9 +52,14 @@ DROP FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz);
 -- The gate's verdict for one mail, from its content row. Plain SQL without
 -- SECURITY DEFINER or SET, so that the planner inlines it into the claim:
 -- three key lookups (suppressions, and campaigns or schedules when the mail
--- has one) and the window function only for mail with a window.
+-- has one) and the window function only for mail with a window. A
+-- suppression holds for all streams (stream NULL) or for the mail's stream:
+-- still one probe of suppressions_address_stream_unique by address_key,
+-- reading that address's few scopes (an EXISTS, so two scopes make no
+-- second row).
 CREATE FUNCTION mailroom._claim_gate(
   p_to_address     text,
+  p_stream         text,
   p_campaign_id    bigint,
   p_schedule_id    bigint,
   p_recipient_zone text,
@@ -65,7 +70,9 @@ LANGUAGE sql
 STABLE
 AS $$
   SELECT CASE
-           WHEN s.address_key IS NOT NULL THEN 'suppressed'
+           WHEN EXISTS (SELECT FROM mailroom.suppressions s
+                        WHERE s.address_key = mailroom._address_key(p_to_address)
+                          AND (s.stream IS NULL OR s.stream = p_stream)) THEN 'suppressed'
            WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
            WHEN k.status = 'paused' THEN 'paused'
            WHEN NOT sc.active THEN 'schedule_inactive'
@@ -74,7 +81,6 @@ AS $$
          END,
          w.opens_at
   FROM (SELECT) AS one
-  LEFT JOIN mailroom.suppressions s ON s.address_key = mailroom._address_key(p_to_address)
   LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
   LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id
   CROSS JOIN LATERAL (
@@ -87,10 +93,10 @@ AS $$
            END AS opens_at
   ) AS w
 $$;
-ALTER FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._claim_gate(text, bigint, bigint, text, timestamptz) IS
-  'Internal (inlined into claim_batch): claim, suppressed, campaign_cancelled, paused, schedule_inactive or window (with the window''s next opening) for a mail to p_to_address of that campaign or schedule at p_now.';
+ALTER FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
+  'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window (with the window''s next opening) for a mail to p_to_address of that stream, campaign or schedule at p_now.';
 
 CREATE FUNCTION mailroom._claim_batch(
   p_worker text,
@@ -114,7 +120,8 @@ RETURNS TABLE (
   headers       jsonb,
   template_key  text,
   template_vars jsonb,
-  on_ambiguous  text
+  on_ambiguous  text,
+  stream        text
 )
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -325,14 +332,14 @@ BEGIN
     ),
     gated AS (
       SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
-             t.template_key, t.template_vars, t.campaign_id, t.sender,
+             t.template_key, t.template_vars, t.campaign_id, t.stream, t.sender,
              CASE WHEN g.verdict IN ('claim', 'window') AND cardinality(v_paused_senders) > 0
                        AND t.sender = ANY (v_paused_senders) THEN 'sender_paused'
                   ELSE g.verdict END AS verdict,
              g.opens_at
       FROM candidates c
       JOIN mailroom.contents t ON t.id = c.id
-      CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+      CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     ),
     claimed AS (
       UPDATE mailroom.queue q
@@ -347,7 +354,7 @@ BEGIN
       WHERE q.id = g.id AND g.verdict = 'claim' AND (NOT v_limited OR g.id = ANY (v_pick))
       RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
                 g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
-                q.on_ambiguous, q.priority, q.run_at
+                q.on_ambiguous, q.priority, q.run_at, g.stream
     ),
     stopped AS (
       DELETE FROM mailroom.queue q
@@ -384,7 +391,7 @@ BEGIN
     )
     SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
            c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
-           c.template_key, c.template_vars, c.on_ambiguous
+           c.template_key, c.template_vars, c.on_ambiguous, c.stream
     FROM claimed c
     ORDER BY c.priority DESC, c.run_at, c.id;
     GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -459,7 +466,8 @@ RETURNS TABLE (
   headers       jsonb,
   template_key  text,
   template_vars jsonb,
-  on_ambiguous  text
+  on_ambiguous  text,
+  stream        text
 )
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -475,6 +483,6 @@ ALTER FUNCTION mailroom.claim_batch(text, integer, interval, text) OWNER TO mail
 REVOKE ALL ON FUNCTION mailroom.claim_batch(text, integer, interval, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.claim_batch(text, integer, interval, text) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.claim_batch(text, integer, interval, text) IS
-  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. The one gate: suppressed mail, mail of a cancelled campaign or an inactive schedule is finished cancelled, mail of a paused campaign or of a sender the circuit breaker paused is held, mail outside its send window is moved to its next opening, and none of it is returned. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners). Each claim counts an attempt; its ledger row is written when the lease ends. READ COMMITTED only.';
+  'Lease up to p_limit due mail (highest priority, then oldest run_at) to p_worker for p_lease under one fresh lease token; NULL p_sender takes any sender. Returns each mail''s stream last. The one gate: mail to an address suppressed for all streams or for its stream, mail of a cancelled campaign or an inactive schedule is finished cancelled, mail of a paused campaign or of a sender the circuit breaker paused is held, mail outside its send window is moved to its next opening, and none of it is returned. Grants no more than the send rates allow right now (mailroom.senders per sender, mailroom.domain_limits per recipient domain, summed over all runners). Each claim counts an attempt; its ledger row is written when the lease ends. READ COMMITTED only.';
 
 COMMIT;

@@ -35,7 +35,8 @@ CREATE FUNCTION mailroom.enqueue(
   p_max_attempts integer     DEFAULT 5,
   p_template     text        DEFAULT NULL,
   p_vars         jsonb       DEFAULT '{}',
-  p_on_ambiguous text        DEFAULT 'retry'
+  p_on_ambiguous text        DEFAULT 'retry',
+  p_stream       text        DEFAULT 'transactional'
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -113,9 +114,15 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  -- Suppressed addresses are recorded, not refused: the application's
-  -- transaction goes on and the decision stays auditable.
-  IF EXISTS (SELECT FROM mailroom.suppressions WHERE address_key = mailroom._address_key(p_to)) THEN
+  IF p_stream IS DISTINCT FROM 'transactional' THEN
+    PERFORM mailroom._check_stream(p_stream);
+  END IF;
+
+  -- Suppressed addresses (for all streams or for this one) are recorded,
+  -- not refused: the application's transaction goes on and the decision
+  -- stays auditable.
+  IF EXISTS (SELECT FROM mailroom.suppressions s
+             WHERE s.address_key = mailroom._address_key(p_to) AND (s.stream IS NULL OR s.stream = p_stream)) THEN
     v_status := 'cancelled';
     v_reason := 'suppressed';
   END IF;
@@ -123,10 +130,10 @@ BEGIN
   WITH content AS (
     INSERT INTO mailroom.contents (
       delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
-      headers, priority, max_attempts, on_ambiguous, created_at)
+      headers, priority, max_attempts, on_ambiguous, stream, created_at)
     VALUES (
       coalesce(p_delivery_key, 'mailroom:' || gen_random_uuid()), p_sender, p_to, p_subject, p_body_text,
-      p_body_html, p_template, p_vars, p_headers, p_priority, p_max_attempts, p_on_ambiguous, v_now)
+      p_body_html, p_template, p_vars, p_headers, p_priority, p_max_attempts, p_on_ambiguous, p_stream, v_now)
     ON CONFLICT (delivery_key) DO NOTHING
     RETURNING id
   ),
@@ -167,13 +174,13 @@ BEGIN
   RETURN v_id;
 END
 $$;
-ALTER FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text)
+ALTER FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text)
+REVOKE ALL ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text)
+GRANT EXECUTE ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   TO mailroom_app;
-COMMENT ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text) IS
-  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id and changes nothing. Give literal subject/body or p_template with p_vars.';
+COMMENT ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text) IS
+  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id and changes nothing. Give literal subject/body or p_template with p_vars. p_stream (default transactional) names its stream (mailroom.streams).';
 
 COMMIT;

@@ -106,7 +106,8 @@ CREATE FUNCTION mailroom._campaign_open(
   p_time_zone    text,
   p_headers      jsonb,
   p_max_attempts integer,
-  p_on_ambiguous text
+  p_on_ambiguous text,
+  p_stream       text
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -118,6 +119,7 @@ DECLARE
   v_id       bigint;
   v_status   text;
   v_template text;
+  v_stream   text;
 BEGIN
   IF p_name IS NULL OR btrim(p_name) = '' THEN
     RAISE EXCEPTION 'mailroom: name: a campaign needs a name' USING ERRCODE = '22023';
@@ -148,18 +150,20 @@ BEGIN
     RAISE EXCEPTION 'mailroom: on_ambiguous: must be retry or review, got %', coalesce(p_on_ambiguous, 'NULL')
       USING ERRCODE = '22023';
   END IF;
+  PERFORM mailroom._check_stream(p_stream);
 
   INSERT INTO mailroom.campaigns AS c (name, template_key, vars, headers, priority, sender, max_attempts,
                                        on_ambiguous, send_at, time_zone, window_start, window_end,
-                                       created_at, updated_at)
+                                       stream, created_at, updated_at)
   VALUES (p_name, p_template, p_vars, p_headers, p_priority, p_sender, p_max_attempts,
-          p_on_ambiguous, coalesce(p_send_at, now()), p_time_zone, p_window_start, p_window_end, now(), now())
+          p_on_ambiguous, coalesce(p_send_at, now()), p_time_zone, p_window_start, p_window_end,
+          p_stream, now(), now())
   ON CONFLICT (name) DO NOTHING
   RETURNING c.id INTO v_id;
   IF v_id IS NULL THEN
     -- A re-run: the campaign's stored settings stay; it only gains recipients.
     -- FOR SHARE holds off a concurrent pause/cancel until this call commits.
-    SELECT c.id, c.status, c.template_key INTO v_id, v_status, v_template
+    SELECT c.id, c.status, c.template_key, c.stream INTO v_id, v_status, v_template, v_stream
     FROM mailroom.campaigns c WHERE c.name = p_name FOR SHARE;
     IF v_status = 'cancelled' THEN
       RAISE EXCEPTION 'mailroom: name: campaign "%" is cancelled', p_name
@@ -167,6 +171,10 @@ BEGIN
     END IF;
     IF v_template <> p_template THEN
       RAISE EXCEPTION 'mailroom: template: campaign "%" exists with template "%", not "%"', p_name, v_template, p_template
+        USING ERRCODE = '22023';
+    END IF;
+    IF v_stream <> p_stream THEN
+      RAISE EXCEPTION 'mailroom: stream: campaign "%" exists with stream "%", not "%"', p_name, v_stream, p_stream
         USING ERRCODE = '22023';
     END IF;
   END IF;
@@ -184,13 +192,13 @@ BEGIN
   RETURN v_id;
 END
 $$;
-ALTER FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+ALTER FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+REVOKE ALL ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+GRANT EXECUTE ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   TO mailroom_app;
-COMMENT ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text) IS
+COMMENT ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text) IS
   'Internal step 1 of enqueue_campaign: validate, create or find the campaign by name, create the staging table pg_temp.mailroom_campaign_recipients (INSERT only for the caller).';
 
 CREATE FUNCTION mailroom._campaign_fill(p_campaign bigint)
@@ -286,15 +294,18 @@ BEGIN
            CASE WHEN NOT mailroom._address_ok(r.email) THEN 'invalid_address'
                 WHEN s.address_key IS NOT NULL THEN 'suppressed' END AS reason
     FROM pg_temp.mailroom_campaign_recipients r
-    LEFT JOIN mailroom.suppressions s ON s.address_key = mailroom._address_key(r.email)
+    -- the suppressions that hold for the campaign's stream ($15) or for all
+    -- streams, one row per address so the join adds no rows
+    LEFT JOIN (SELECT DISTINCT x.address_key FROM mailroom.suppressions x
+               WHERE x.stream IS NULL OR x.stream = $15) s ON s.address_key = mailroom._address_key(r.email)
     %s
   ),
   content AS (
     INSERT INTO mailroom.contents (
       id, delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
-      on_ambiguous, campaign_id, recipient_id, recipient_zone, created_at)
+      on_ambiguous, campaign_id, recipient_id, recipient_zone, stream, created_at)
     SELECT k.id, 'campaign:' || $1 || ':' || k.recipient_id, $3, k.email, $4, $5 || coalesce(k.vars, '{}'), $6,
-           $7, $8, $9, $1, k.recipient_id, k.zone, $2
+           $7, $8, $9, $1, k.recipient_id, k.zone, $15, $2
     FROM src k
   ),
   live AS (
@@ -326,12 +337,12 @@ BEGIN
   content AS (
     INSERT INTO mailroom.contents (
       delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
-      on_ambiguous, campaign_id, recipient_id, recipient_zone, created_at)
+      on_ambiguous, campaign_id, recipient_id, recipient_zone, stream, created_at)
     SELECT 'campaign:' || $1 || ':' || r.recipient_id, $3, r.email,
            $4, $5 || coalesce(r.vars, '{}'), $6, $7, $8,
            $9, $1, r.recipient_id,
            CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $13) END,
-           $2
+           $15, $2
     FROM pg_temp.mailroom_campaign_recipients r
     %s
     ON CONFLICT DO NOTHING
@@ -339,7 +350,8 @@ BEGIN
     RETURNING id, recipient_zone,
               CASE WHEN NOT mailroom._address_ok(to_address) THEN 'invalid_address'
                    WHEN EXISTS (SELECT FROM mailroom.suppressions s
-                                WHERE s.address_key = mailroom._address_key(to_address)) THEN 'suppressed' END AS reason
+                                WHERE s.address_key = mailroom._address_key(to_address)
+                                  AND (s.stream IS NULL OR s.stream = $15)) THEN 'suppressed' END AS reason
   ),
   live AS (
     INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
@@ -361,11 +373,11 @@ BEGIN
   BEGIN
     EXECUTE format(v_fast, v_known) INTO v_count, v_notify
       USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
-            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status;
+            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status, v_c.stream;
   EXCEPTION WHEN unique_violation THEN
     EXECUTE format(v_sql, v_known) INTO v_count, v_notify
       USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
-            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status;
+            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status, v_c.stream;
   END;
 
   DROP TABLE pg_temp.mailroom_campaign_recipients;
@@ -401,7 +413,8 @@ CREATE FUNCTION mailroom.enqueue_campaign(
   p_time_zone    text        DEFAULT 'UTC',
   p_headers      jsonb       DEFAULT '{}',
   p_max_attempts integer     DEFAULT 5,
-  p_on_ambiguous text        DEFAULT 'retry'
+  p_on_ambiguous text        DEFAULT 'retry',
+  p_stream       text        DEFAULT 'broadcast'
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -425,7 +438,7 @@ BEGIN
   END IF;
   v_id := mailroom._campaign_open(p_name, p_template, p_priority, p_send_at, p_vars, p_sender,
                                   p_window_start, p_window_end, p_time_zone, p_headers,
-                                  p_max_attempts, p_on_ambiguous);
+                                  p_max_attempts, p_on_ambiguous, p_stream);
 
   DROP VIEW IF EXISTS pg_temp.mailroom_campaign_query;
   BEGIN
@@ -472,13 +485,13 @@ BEGIN
   RETURN v_id;
 END
 $$;
-ALTER FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+ALTER FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+REVOKE ALL ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)
+GRANT EXECUTE ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)
   TO mailroom_app;
-COMMENT ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text) IS
-  'Queue a campaign: p_recipients is a query (run with the CALLER''s rights; SECURITY INVOKER) returning recipient_id, email and optionally vars (jsonb, merged over p_vars) and time_zone (for the send window; default p_time_zone). One INSERT ... SELECT; idempotent on (campaign name, recipient_id). Returns the campaign id.';
+COMMENT ON FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text) IS
+  'Queue a campaign: p_recipients is a query (run with the CALLER''s rights; SECURITY INVOKER) returning recipient_id, email and optionally vars (jsonb, merged over p_vars) and time_zone (for the send window; default p_time_zone). One INSERT ... SELECT; idempotent on (campaign name, recipient_id). p_stream (default broadcast) is the stream of all its mail. Returns the campaign id.';
 
 COMMIT;

@@ -9,6 +9,9 @@
 -- itself (NULL while the mail is live). The attempt in flight is simply the
 -- queue row's lease while its status is sending (v0.3 also looked for a
 -- ledger row a claim before v0.3.0 had opened; split_messages removed those).
+-- Streams (issue 15): the mail's stream is one of its keys, and
+-- "suppressions" lists the address's suppressions with their scope (stream
+-- NULL: all streams), so an operator sees why the gate would stop it.
 
 BEGIN;
 
@@ -43,6 +46,12 @@ BEGIN
                                      WHERE a.message_id = m.id AND a.reported = 'sent'),
                 'finished', (SELECT to_jsonb(f) - 'message_id' FROM mailroom.attempts f
                              WHERE f.message_id = m.id AND f.finished_as IS NOT NULL),
+                'suppressions', coalesce((
+                  SELECT jsonb_agg(jsonb_build_object('stream', s.stream, 'reason', s.reason, 'source', s.source,
+                                                      'created_at', s.created_at,
+                                                      'stops_this_mail', s.stream IS NULL OR s.stream = m.stream)
+                                   ORDER BY s.stream NULLS FIRST)
+                  FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(m.to_address)), '[]'::jsonb),
                 'ledger', coalesce((
                   SELECT jsonb_agg(to_jsonb(a) - 'message_id' ORDER BY a.id)
                   FROM mailroom.attempts a WHERE a.message_id = m.id), '[]'::jsonb)
@@ -65,6 +74,6 @@ ALTER FUNCTION mailroom.inspect(text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.inspect(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.inspect(text) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.inspect(text) IS
-  'Operator: one mail (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead): its content, its live state or how it finished (finished_at, and "finished": the finishing ledger row, NULL while live), successful_sends, and its ledger rows in order under "ledger", ending with the attempt in flight (id and outcome NULL) while it is leased. NULL when there is no such mail (never enqueued, or pruned).';
+  'Operator: one mail (by delivery key, else by numeric id) as JSON without its bodies (their sizes instead): its content and stream, the address''s suppressions with their scope (stops_this_mail: for all streams or for its stream), its live state or how it finished (finished_at, and "finished": the finishing ledger row, NULL while live), successful_sends, and its ledger rows in order under "ledger", ending with the attempt in flight (id and outcome NULL) while it is leased. NULL when there is no such mail (never enqueued, or pruned).';
 
 COMMIT;

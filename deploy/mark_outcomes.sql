@@ -229,8 +229,9 @@ BEGIN
              false, NULL, NULL, NULL
       FROM kept k
     ),
-    -- A hard bounce suppresses the address; the claim gate then stops every
-    -- other mail to it (no address index needed here).
+    -- A hard bounce suppresses the address for all streams (stream NULL);
+    -- the claim gate then stops every other mail to it (no address index
+    -- needed here).
     bounced AS (
       INSERT INTO mailroom.suppressions AS s (address_key, address, reason, source, created_at)
       SELECT DISTINCT ON (mailroom._address_key(c.to_address))
@@ -239,7 +240,7 @@ BEGIN
       FROM finished f
       JOIN mailroom.contents c ON c.id = f.id
       WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%'
-      ON CONFLICT (address_key) DO NOTHING
+      ON CONFLICT (address_key, stream) DO NOTHING
     )
     SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept),
            v_sent || ARRAY(SELECT f.id FROM finished f WHERE f.outcome = 'sent'),

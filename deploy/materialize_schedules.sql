@@ -65,19 +65,21 @@ BEGIN
     content AS (
       INSERT INTO mailroom.contents (
         delivery_key, sender, to_address, template_key, template_vars, priority,
-        schedule_id, recipient_id, recipient_zone, created_at)
+        schedule_id, recipient_id, recipient_zone, stream, created_at)
       SELECT mailroom._schedule_delivery_key(o.id, o.occurs_at, o.time_zone, o.channel),
-             o.sender, o.to_address, o.template_key, o.vars, o.priority, o.id, o.recipient_id, o.time_zone, p_now
+             o.sender, o.to_address, o.template_key, o.vars, o.priority, o.id, o.recipient_id, o.time_zone,
+             o.stream, p_now
       FROM occ o
       WHERE o.occurs_at <= v_horizon
       ON CONFLICT DO NOTHING
-      RETURNING id, schedule_id, to_address, max_attempts, on_ambiguous
+      RETURNING id, schedule_id, to_address, max_attempts, on_ambiguous, stream
     ),
     checked AS (
       SELECT c.id, c.max_attempts, c.on_ambiguous, o.sender, o.priority,
              mailroom._window_open(o.time_zone, o.window_start, o.window_end, o.occurs_at) AS run_at,
              EXISTS (SELECT FROM mailroom.suppressions sup
-                     WHERE sup.address_key = mailroom._address_key(c.to_address)) AS suppressed
+                     WHERE sup.address_key = mailroom._address_key(c.to_address)
+                       AND (sup.stream IS NULL OR sup.stream = c.stream)) AS suppressed
       FROM content c JOIN occ o ON o.id = c.schedule_id
     ),
     live AS (

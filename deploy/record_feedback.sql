@@ -3,6 +3,7 @@
 -- requires: ledger_bounced
 -- requires: suppress
 -- requires: validation
+-- requires: streams
 
 -- The one entry point for what comes back after mail left, whoever heard it:
 -- mailroom inbound (DSNs, ARF reports, mailto: unsubscribes), the provider
@@ -19,9 +20,16 @@
 --               deploy/ledger_bounced.sql; the finishing row stays), the
 --               address suppressed for all streams (reason hard_bounce);
 --   complaint   the address suppressed (reason complaint) for the mail's
---               stream;
+--               stream; for all streams when the mail is unknown (a spam
+--               report about mail nobody can place: stop everything to the
+--               address rather than risk the sender's reputation);
 --   unsubscribe the address suppressed (reason unsubscribed) for the mail's
---               stream;
+--               stream; when the mail is unknown (a provider's unsubscribe
+--               event for pruned mail), for every stream that offers
+--               unsubscribing (streams.unsubscribe_headers), which is what a
+--               recipient can have left - not all streams, which would also
+--               stop their password resets - and for all streams only when
+--               no stream offers it;
 --   delayed, delivered  recorded only.
 -- Every kind counts against the mail's campaign and sender: the event row
 -- carries both (copied from contents), which is what the rates read.
@@ -83,7 +91,7 @@ BEGIN
     RAISE EXCEPTION 'mailroom: message_id: a message id or an address is required' USING ERRCODE = '22023';
   END IF;
 
-  SELECT c.id, c.to_address, c.campaign_id, c.sender INTO v_mail
+  SELECT c.id, c.to_address, c.campaign_id, c.sender, c.stream INTO v_mail
   FROM mailroom.contents c WHERE c.id = p_message_id;
   IF p_message_id IS NOT NULL AND v_mail.id IS NULL AND p_address IS NULL THEN
     RAISE EXCEPTION 'mailroom: message_id: no mail % (pruned or never sent) and no address given', p_message_id
@@ -94,7 +102,7 @@ BEGIN
   INSERT INTO mailroom.feedback_events AS e
     (event_key, kind, message_id, address, status, detail, source, campaign_id, sender, stream, received_at)
   VALUES (p_event_key, p_kind, v_mail.id, coalesce(p_address, v_mail.to_address), p_status, p_detail, p_source,
-          v_mail.campaign_id, v_mail.sender, NULL, now())
+          v_mail.campaign_id, v_mail.sender, v_mail.stream, now())
   ON CONFLICT (event_key) DO NOTHING
   RETURNING e.id INTO v_event_id;
   IF v_event_id IS NULL THEN
@@ -112,11 +120,19 @@ BEGIN
                now(), 'bounced', p_status,
                left(regexp_replace(coalesce(p_detail, ''), '[[:cntrl:]]+', ' ', 'g'), 1000);
       END IF;
-      PERFORM mailroom.suppress(v_address, 'hard_bounce', v_note);
+      PERFORM mailroom.suppress(v_address, 'hard_bounce', v_note, p_stream => NULL);
     WHEN 'complaint' THEN
-      PERFORM mailroom.suppress(v_address, 'complaint', v_note);
+      PERFORM mailroom.suppress(v_address, 'complaint', v_note, p_stream => v_mail.stream);
     WHEN 'unsubscribe' THEN
-      PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note);
+      IF v_mail.id IS NOT NULL THEN
+        PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => v_mail.stream);
+      ELSE
+        PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => s.name)
+        FROM mailroom.streams s WHERE s.unsubscribe_headers ORDER BY s.name;
+        IF NOT FOUND THEN
+          PERFORM mailroom.suppress(v_address, 'unsubscribed', v_note, p_stream => NULL);
+        END IF;
+      END IF;
     ELSE
       NULL;   -- delayed, delivered: recorded only
   END CASE;
@@ -127,6 +143,6 @@ ALTER FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, te
 REVOKE ALL ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) TO mailroom_feedback;
 COMMENT ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) IS
-  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row, the address suppressed for all streams, reason hard_bounce), complaint and unsubscribe (suppressed for the mail''s stream), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
+  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row, the address suppressed for all streams, reason hard_bounce), complaint (suppressed for the mail''s stream; all streams when the mail is unknown), unsubscribe (suppressed for the mail''s stream; when the mail is unknown, for every stream with unsubscribe headers), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
 
 COMMIT;

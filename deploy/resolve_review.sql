@@ -56,7 +56,8 @@ BEGIN
   END IF;
 
   IF p_decision = 'retry' THEN
-    IF EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(v_c.to_address)) THEN
+    IF EXISTS (SELECT FROM mailroom.suppressions s WHERE s.address_key = mailroom._address_key(v_c.to_address)
+                                                     AND (s.stream IS NULL OR s.stream = v_c.stream)) THEN
       RAISE EXCEPTION 'mailroom: decision: message % goes to a suppressed address and cannot be retried', p_id
         USING ERRCODE = '55000', HINT = 'Resolve it as cancel.';
     END IF;

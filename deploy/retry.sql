@@ -89,7 +89,8 @@ BEGIN
     LEFT JOIN mailroom.schedules s ON s.id = c.schedule_id
     WHERE k.status IS DISTINCT FROM 'cancelled'
       AND s.active IS DISTINCT FROM false
-      AND NOT EXISTS (SELECT FROM mailroom.suppressions x WHERE x.address_key = mailroom._address_key(c.to_address))
+      AND NOT EXISTS (SELECT FROM mailroom.suppressions x WHERE x.address_key = mailroom._address_key(c.to_address)
+                                                          AND (x.stream IS NULL OR x.stream = c.stream))
   ),
   requeued AS (
     -- in review: back to the queue in place, due now, a fresh attempt budget

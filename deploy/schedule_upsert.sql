@@ -58,7 +58,8 @@ DECLARE
                        OR p_new.channel <> p_old.channel;
   v_content boolean := p_new.to_address <> p_old.to_address OR p_new.template_key <> p_old.template_key
                        OR p_new.vars <> p_old.vars OR p_new.sender <> p_old.sender
-                       OR p_new.recipient_id IS DISTINCT FROM p_old.recipient_id;
+                       OR p_new.recipient_id IS DISTINCT FROM p_old.recipient_id
+                       OR p_new.stream <> p_old.stream;
   v_m       record;
   v_first   boolean := true;
   v_at      timestamptz;
@@ -134,9 +135,11 @@ BEGIN
         VALUES (v_m.id, v_m.attempts, p_now, 'cancelled', 'cancelled', 'schedule_changed', v_m.last_error);
         WITH content AS (
           INSERT INTO mailroom.contents (delivery_key, sender, to_address, template_key, template_vars, priority,
-                                         max_attempts, on_ambiguous, schedule_id, recipient_id, recipient_zone, created_at)
+                                         max_attempts, on_ambiguous, schedule_id, recipient_id, recipient_zone, stream,
+                                         created_at)
           VALUES (v_key, p_new.sender, p_new.to_address, p_new.template_key, p_new.vars, p_new.priority,
-                  v_m.max_attempts, v_m.on_ambiguous, p_new.id, p_new.recipient_id, p_new.time_zone, p_now)
+                  v_m.max_attempts, v_m.on_ambiguous, p_new.id, p_new.recipient_id, p_new.time_zone, p_new.stream,
+                  p_now)
           RETURNING id
         )
         INSERT INTO mailroom.queue (id, status, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
@@ -188,6 +191,7 @@ CREATE FUNCTION mailroom._schedule_upsert(
   p_priority     integer     DEFAULT 0,
   p_sender       text        DEFAULT 'default',
   p_recipient_id text        DEFAULT NULL,
+  p_stream       text        DEFAULT 'broadcast',
   p_now          timestamptz DEFAULT now()
 )
 RETURNS bigint
@@ -233,14 +237,15 @@ BEGIN
     RAISE EXCEPTION 'mailroom: recipient_id: must be NULL or 1 to 200 characters without control characters'
       USING ERRCODE = '22023';
   END IF;
+  PERFORM mailroom._check_stream(p_stream);
 
   SELECT * INTO v_old FROM mailroom.schedules WHERE schedule_key = p_key FOR UPDATE;
   IF NOT FOUND THEN
     INSERT INTO mailroom.schedules AS s (schedule_key, recipient_id, to_address, time_zone, rule, template_key,
                                          vars, channel, priority, sender, window_start, window_end, active,
-                                         next_run_at, created_at, updated_at)
+                                         stream, next_run_at, created_at, updated_at)
     VALUES (p_key, p_recipient_id, p_to, p_zone, p_rule, p_template, p_vars, p_channel, p_priority, p_sender,
-            p_window_start, p_window_end, p_active,
+            p_window_start, p_window_end, p_active, p_stream,
             CASE WHEN p_active THEN mailroom._next_occurrence(v_spec, p_zone, p_now) END, p_now, p_now)
     ON CONFLICT (schedule_key) DO NOTHING
     RETURNING s.id INTO v_new.id;
@@ -256,6 +261,7 @@ BEGIN
   v_new.rule := p_rule;                   v_new.template_key := p_template; v_new.vars := p_vars;
   v_new.channel := p_channel;             v_new.priority := p_priority; v_new.sender := p_sender;
   v_new.window_start := p_window_start;   v_new.window_end := p_window_end; v_new.active := p_active;
+  v_new.stream := p_stream;
   IF v_new IS NOT DISTINCT FROM v_old THEN
     RETURN v_old.id;   -- nothing changed
   END IF;
@@ -264,15 +270,15 @@ BEGIN
   SET recipient_id = v_new.recipient_id, to_address = v_new.to_address, time_zone = v_new.time_zone,
       rule = v_new.rule, template_key = v_new.template_key, vars = v_new.vars, channel = v_new.channel,
       priority = v_new.priority, sender = v_new.sender, window_start = v_new.window_start,
-      window_end = v_new.window_end, active = v_new.active, next_run_at = v_new.next_run_at,
+      window_end = v_new.window_end, active = v_new.active, stream = v_new.stream, next_run_at = v_new.next_run_at,
       last_run_at = v_new.last_run_at, updated_at = p_now
   WHERE id = v_old.id;
   RETURN v_old.id;
 END
 $$;
-ALTER FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, timestamptz) IS
+ALTER FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text, timestamptz) IS
   'Internal (owner only): schedule_upsert with the clock pinned to p_now.';
 
 CREATE FUNCTION mailroom.schedule_upsert(
@@ -288,7 +294,8 @@ CREATE FUNCTION mailroom.schedule_upsert(
   p_channel      text        DEFAULT 'email',
   p_priority     integer     DEFAULT 0,
   p_sender       text        DEFAULT 'default',
-  p_recipient_id text        DEFAULT NULL
+  p_recipient_id text        DEFAULT NULL,
+  p_stream       text        DEFAULT 'broadcast'
 )
 RETURNS bigint
 LANGUAGE sql
@@ -296,13 +303,13 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
   SELECT mailroom._schedule_upsert(p_key, p_to, p_rule, p_zone, p_template, p_vars, p_active, p_window_start,
-                                   p_window_end, p_channel, p_priority, p_sender, p_recipient_id, now())
+                                   p_window_end, p_channel, p_priority, p_sender, p_recipient_id, p_stream, now())
 $$;
-ALTER FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text) TO mailroom_app;
-COMMENT ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text) IS
-  'Create or change the recurring schedule named p_key: mail p_template to p_to at every local occurrence of cron rule p_rule in IANA zone p_zone (optionally only inside the local send window). A change re-times, replaces or cancels its queued mail. Returns the schedule id.';
+ALTER FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text) TO mailroom_app;
+COMMENT ON FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text) IS
+  'Create or change the recurring schedule named p_key: mail p_template to p_to at every local occurrence of cron rule p_rule in IANA zone p_zone (optionally only inside the local send window). A change re-times, replaces or cancels its queued mail. p_stream (default broadcast) is the stream of its mail; changing it replaces the queued mail. Returns the schedule id.';
 
 CREATE FUNCTION mailroom._schedule_set_active(p_key text, p_active boolean, p_now timestamptz DEFAULT now())
 RETURNS boolean

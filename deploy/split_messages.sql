@@ -43,9 +43,11 @@ ALTER TABLE mailroom.attempts DROP COLUMN delivery_key;
 INSERT INTO mailroom.contents (
   id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
   headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
-  created_at)
+  stream, created_at)
 SELECT id, delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
        headers, priority, max_attempts, on_ambiguous, campaign_id, schedule_id, recipient_id, recipient_zone,
+       -- v0.3 mail gets the stream v0.4 would have given it (see streams)
+       CASE WHEN campaign_id IS NOT NULL OR schedule_id IS NOT NULL THEN 'broadcast' ELSE 'transactional' END,
        created_at
 FROM mailroom.messages;
 DO $$ BEGIN
@@ -115,7 +117,8 @@ SELECT c.id, c.delivery_key,
        c.created_at,
        coalesce(q.updated_at, f.finished_at) AS updated_at,
        CASE WHEN f.finished_as = 'sent' THEN f.finished_at END AS sent_at,
-       f.finished_at
+       f.finished_at,
+       c.stream
 FROM mailroom.contents c
 LEFT JOIN mailroom.queue q ON q.id = c.id
 LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL;

@@ -1,6 +1,7 @@
 -- Deploy mailroom:suppress to pg
 -- requires: suppress@v0.3.0
 -- requires: split_messages
+-- requires: streams
 
 -- v0.4: the suppression row is what counts. claim_batch's gate looks every
 -- mail it is about to hand out up in mailroom.suppressions (by
@@ -21,14 +22,20 @@
 -- The return value stays an integer for callers of v0.3: the mail cancelled
 -- by this call, now always 0. No p_now (the database's clock).
 
+-- Streams (issue 15): a suppression holds for one stream (p_stream) or for
+-- all of them (p_stream NULL, the default: bounces and operator decisions).
+-- unsuppress lifts one scope, or every scope when p_stream is NULL.
+
 BEGIN;
 
 DROP FUNCTION mailroom.suppress(text, text, text, timestamptz);
+DROP FUNCTION mailroom.unsuppress(text);
 
 CREATE FUNCTION mailroom.suppress(
   p_address text,
   p_reason  text DEFAULT 'manual',
-  p_source  text DEFAULT NULL
+  p_source  text DEFAULT NULL,
+  p_stream  text DEFAULT NULL
 )
 RETURNS integer
 LANGUAGE plpgsql
@@ -46,22 +53,24 @@ BEGIN
   IF length(p_source) > 200 OR p_source ~ '[[:cntrl:]]' THEN
     RAISE EXCEPTION 'mailroom: source: at most 200 characters without control characters' USING ERRCODE = '22023';
   END IF;
+  IF p_stream IS NOT NULL THEN
+    PERFORM mailroom._check_stream(p_stream);
+  END IF;
   v_key := mailroom._address_key(p_address);
-  -- The first reason stays (an unsubscribe is not overwritten by a later bounce).
-  INSERT INTO mailroom.suppressions (address_key, address, reason, source, created_at)
-  VALUES (v_key, p_address, p_reason, p_source, now())
-  ON CONFLICT (address_key) DO NOTHING;
+  -- The first reason per scope stays (an unsubscribe is not overwritten by a later bounce).
+  INSERT INTO mailroom.suppressions (address_key, address, reason, source, stream, created_at)
+  VALUES (v_key, p_address, p_reason, p_source, p_stream, now())
+  ON CONFLICT (address_key, stream) DO NOTHING;
   RETURN 0;   -- see the header: the gate cancels the address's live mail
 END
 $$;
-ALTER FUNCTION mailroom.suppress(text, text, text) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.suppress(text, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.suppress(text, text, text) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.suppress(text, text, text) IS
-  'Never mail p_address again (reason unsubscribed, hard_bounce, complaint or manual; domain compared case-insensitively): no claim that starts after this commits hands out mail to it (claim_batch cancels such mail with reason suppressed when it comes due; enqueue records new mail to it as cancelled). Returns the number of mails cancelled by this call: 0 since v0.4 (kept for v0.3 callers).';
+ALTER FUNCTION mailroom.suppress(text, text, text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.suppress(text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.suppress(text, text, text, text) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.suppress(text, text, text, text) IS
+  'Stop mail to p_address (reason unsubscribed, hard_bounce, complaint or manual; domain compared case-insensitively) for the stream p_stream, or for all streams when p_stream is NULL (the default): no claim that starts after this commits hands out such mail (claim_batch cancels it with reason suppressed when it comes due; enqueue records new mail to it as cancelled). Idempotent per scope; the first reason stays. Returns 0 (since v0.4; kept for v0.3 callers).';
 
--- unchanged since v0.1.0; here so that this file defines the whole change
-CREATE OR REPLACE FUNCTION mailroom.unsuppress(p_address text)
+CREATE FUNCTION mailroom.unsuppress(p_address text, p_stream text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -69,14 +78,18 @@ SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
   PERFORM mailroom._check_address('address', p_address);
-  DELETE FROM mailroom.suppressions WHERE address_key = mailroom._address_key(p_address);
+  IF p_stream IS NOT NULL THEN
+    PERFORM mailroom._check_stream(p_stream);
+  END IF;
+  DELETE FROM mailroom.suppressions
+  WHERE address_key = mailroom._address_key(p_address) AND (p_stream IS NULL OR stream = p_stream);
   RETURN FOUND;
 END
 $$;
-ALTER FUNCTION mailroom.unsuppress(text) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.unsuppress(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.unsuppress(text) TO mailroom_app, mailroom_operator;
-COMMENT ON FUNCTION mailroom.unsuppress(text) IS
-  'Allow mail to p_address again (mail cancelled while it was suppressed stays cancelled). Returns false when it was not suppressed.';
+ALTER FUNCTION mailroom.unsuppress(text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.unsuppress(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.unsuppress(text, text) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.unsuppress(text, text) IS
+  'Allow mail to p_address again: lift the suppression for stream p_stream only (an all-streams suppression stays), or every suppression of the address when p_stream is NULL. Mail cancelled meanwhile stays cancelled. Returns false when nothing was lifted.';
 
 COMMIT;

@@ -1,6 +1,7 @@
 -- Deploy mailroom:table_contents to pg
 -- requires: table_campaigns
 -- requires: table_schedules
+-- requires: streams
 
 
 -- What a mail says and to whom: written once by enqueue, enqueue_campaign or
@@ -45,6 +46,9 @@ CREATE TABLE mailroom.contents (
   schedule_id    bigint,
   recipient_id   text,
   recipient_zone text,
+  -- no foreign key to streams, like campaigns and schedules above: every
+  -- writer checks the name, and streams are never removed
+  stream         text NOT NULL DEFAULT 'transactional',
   created_at     timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT contents_delivery_key_unique UNIQUE (delivery_key),
   CONSTRAINT contents_priority_range CHECK (priority BETWEEN -100 AND 100),
@@ -90,6 +94,8 @@ COMMENT ON COLUMN mailroom.contents.to_domain IS
   'Lower-cased recipient domain, for per-domain send limits and reporting.';
 COMMENT ON COLUMN mailroom.contents.recipient_zone IS
   'IANA zone of the recipient for campaign and schedule mail with a send window (NULL otherwise).';
+COMMENT ON COLUMN mailroom.contents.stream IS
+  'The mail''s stream (mailroom.streams): transactional by default for enqueue, broadcast for campaigns and schedules; the claim-time gate honours suppressions for it or for all streams.';
 COMMENT ON COLUMN mailroom.contents.on_ambiguous IS
   'When delivery cannot be proven (lease expired, timeout after DATA): retry (may duplicate) or review (a human decides).';
 

@@ -57,6 +57,6 @@ COMMENT ON COLUMN mailroom.feedback_events.campaign_id IS
 COMMENT ON COLUMN mailroom.feedback_events.sender IS
   'The mail''s sender profile when it was recorded (copied from contents).';
 COMMENT ON COLUMN mailroom.feedback_events.stream IS
-  'The mail''s stream when it was recorded (NULL until streams exist or when the mail is unknown).';
+  'The mail''s stream when it was recorded (NULL when the mail is unknown).';
 
 COMMIT;

@@ -28,11 +28,12 @@ SELECT q.id,
        l.reported AS last_reported,
        l.outcome AS last_outcome,
        nullif(concat_ws(' ', l.smtp_code, l.smtp_enhanced, l.smtp_text), '') AS last_smtp_reply,
-       EXISTS (SELECT FROM mailroom.attempts s WHERE s.message_id = q.id AND s.reported = 'sent') AS reported_sent
+       EXISTS (SELECT FROM mailroom.attempts s WHERE s.message_id = q.id AND s.reported = 'sent') AS reported_sent,
+       c.stream
 FROM mailroom.queue q
 -- One primary-key probe of contents per item (OFFSET 0: never a join that
 -- hashes the whole history).
-CROSS JOIN LATERAL (SELECT c.delivery_key, c.to_address, c.subject, c.template_key, c.campaign_id
+CROSS JOIN LATERAL (SELECT c.delivery_key, c.to_address, c.subject, c.template_key, c.campaign_id, c.stream
                     FROM mailroom.contents c WHERE c.id = q.id OFFSET 0) c
 LEFT JOIN LATERAL (
   SELECT a.worker, a.claimed_at, a.reported, a.outcome, a.smtp_code, a.smtp_enhanced, a.smtp_text

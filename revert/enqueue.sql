@@ -18,7 +18,7 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text);
+DROP FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text);
 
 CREATE OR REPLACE FUNCTION mailroom.enqueue(
   p_to           text,

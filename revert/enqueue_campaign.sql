@@ -5,9 +5,9 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text);
+DROP FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text);
 DROP FUNCTION mailroom._campaign_fill(bigint);
-DROP FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text);
+DROP FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text);
 
 -- _campaign_open as v0.1.0 defined it (unchanged until v0.4)
 CREATE FUNCTION mailroom._campaign_open(

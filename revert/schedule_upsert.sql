@@ -8,8 +8,8 @@ BEGIN;
 
 DROP FUNCTION mailroom.schedule_set_active(text, boolean);
 DROP FUNCTION mailroom._schedule_set_active(text, boolean, timestamptz);
-DROP FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text);
-DROP FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, timestamptz);
+DROP FUNCTION mailroom.schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text);
+DROP FUNCTION mailroom._schedule_upsert(text, text, text, text, text, jsonb, boolean, time, time, text, integer, text, text, text, timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom._schedule_retime(p_old mailroom.schedules, p_new mailroom.schedules, p_now timestamptz)
 RETURNS mailroom.schedules

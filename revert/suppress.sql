@@ -4,7 +4,8 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom.suppress(text, text, text);
+DROP FUNCTION mailroom.suppress(text, text, text, text);
+DROP FUNCTION mailroom.unsuppress(text, text);
 
 CREATE FUNCTION mailroom.suppress(
   p_address text,
@@ -48,5 +49,23 @@ REVOKE ALL ON FUNCTION mailroom.suppress(text, text, text, timestamptz) FROM PUB
 GRANT EXECUTE ON FUNCTION mailroom.suppress(text, text, text, timestamptz) TO mailroom_app, mailroom_operator;
 COMMENT ON FUNCTION mailroom.suppress(text, text, text, timestamptz) IS
   'Never mail p_address again (reason unsubscribed, hard_bounce, complaint or manual; domain compared case-insensitively): its queued and paused mail is cancelled with reason suppressed. Returns how many were cancelled.';
+
+CREATE FUNCTION mailroom.unsuppress(p_address text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  PERFORM mailroom._check_address('address', p_address);
+  DELETE FROM mailroom.suppressions WHERE address_key = mailroom._address_key(p_address);
+  RETURN FOUND;
+END
+$$;
+ALTER FUNCTION mailroom.unsuppress(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.unsuppress(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.unsuppress(text) TO mailroom_app, mailroom_operator;
+COMMENT ON FUNCTION mailroom.unsuppress(text) IS
+  'Allow mail to p_address again (mail cancelled while it was suppressed stays cancelled). Returns false when it was not suppressed.';
 
 COMMIT;

@@ -1,7 +1,9 @@
 """The upgrade from the last release with mail in flight (issue 13, "An upgrade,
 not a rewrite"): deploy @v0.3.0, queue mail and lease part of it, deploy HEAD
 while the leases are held, finish with the v0.3.0 runner and then a v0.4 one,
-and revert to @v0.3.0 with everything still there."""
+and revert to @v0.3.0 with everything still there. Streams (issue 15): the
+upgrade gives v0.3 campaign mail the broadcast stream and all other mail
+transactional, and keeps every existing suppression for all streams."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ RELEASE = "v0.3.0"
 MAILS = 1000
 LEASED = 300
 REPORTED_AFTER_DEPLOY = 100  # of the leased: the old runner reports them once HEAD is deployed
+CAMPAIGN_MAILS = 1  # besides MAILS: a v0.3 campaign's mail, broadcast after the upgrade
+TOTAL = MAILS + CAMPAIGN_MAILS
 
 
 def sqitch(target: str, *args: str) -> None:
@@ -69,11 +73,22 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("SELECT mailroom.enqueue('u' || i || '@example.com', 'Upgrade', 'body',"
                      " p_delivery_key => 'upgrade-' || i) FROM generate_series(1, %s) AS i", [MAILS])
+        conn.execute("SELECT mailroom.suppress('Gone@Example.com', 'hard_bounce', 'smtp 550 5.1.1')")
+        conn.execute("SELECT mailroom.upsert_template('news', 'News', 'Hello')")
+        conn.execute("SELECT mailroom.enqueue_campaign('v03', 'news', $$SELECT 1 AS recipient_id,"
+                     " 'reader@example.com' AS email$$, p_priority => -1)")  # after the leased batch
         leased = conn.execute("SELECT id, lease_token FROM mailroom.claim_batch('old-runner', %s, '10 minutes')",
                               [LEASED]).fetchall()
         assert len(leased) == LEASED
 
         sqitch(target, "deploy")
+
+        streams = {(r["campaign"], r["stream"]): r["n"] for r in conn.execute(
+            "SELECT campaign_id IS NOT NULL AS campaign, stream, count(*) AS n FROM mailroom.contents GROUP BY 1, 2")}
+        assert streams == {(False, "transactional"): MAILS, (True, "broadcast"): CAMPAIGN_MAILS}
+        assert conn.execute("SELECT address, stream, reason FROM mailroom.suppressions").fetchall() == \
+            [{"address": "Gone@Example.com", "stream": None, "reason": "hard_bounce"}], "kept for all streams"
+        assert conn.execute("SELECT stream FROM mailroom.campaigns").fetchall() == [{"stream": "broadcast"}]
 
         # The old runner finishes a third of its batch after the deploy, with its old tokens.
         reported = leased[:REPORTED_AFTER_DEPLOY]
@@ -88,7 +103,7 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
             with RunnerProcess(url, sink.url(), "--exit-when-idle", "--poll-interval", "0.2",
                                "--batch", "50", env=env) as old:
                 assert old.wait(120) == 0, old.log()
-            assert sink.received == MAILS - LEASED, "the v0.3.0 runner did not send the queued mail"
+            assert sink.received == TOTAL - LEASED, "the v0.3.0 runner did not send the queued mail"
 
             # ... then the rest of the old batch is given up for lost: its leases end and a
             # v0.4 runner reclaims and sends it.
@@ -101,7 +116,7 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
 
         counts = {r["status"]: r["n"] for r in
                   conn.execute("SELECT status, count(*) AS n FROM mailroom.messages GROUP BY 1")}
-        assert counts == {"sent": MAILS}, counts
+        assert counts == {"sent": TOTAL}, counts
         assert conn.execute("SELECT count(*) AS n FROM mailroom.queue").fetchone()["n"] == 0
         # Every mail reached the sink once, except those the old runner reported itself.
         keys = [r["delivery_key"] for r in conn.execute(
@@ -114,15 +129,16 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
             "       count(*) FILTER (WHERE reported = 'sent') AS reported_sent,"
             "       count(DISTINCT message_id) FILTER (WHERE finished_as IS NOT NULL) AS mails"
             " FROM mailroom.attempts").fetchone()
-        assert ledger == {"finished": MAILS, "expired": LEASED - REPORTED_AFTER_DEPLOY,
-                          "reported_sent": MAILS, "mails": MAILS}
+        assert ledger == {"finished": TOTAL, "expired": LEASED - REPORTED_AFTER_DEPLOY,
+                          "reported_sent": TOTAL, "mails": TOTAL}
         assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
 
     sqitch(target, "revert", "-y", "--to", f"@{RELEASE}")
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         back = conn.execute("SELECT status, count(*) AS n, count(sent_at) AS with_sent_at"
                             " FROM mailroom.messages GROUP BY status").fetchall()
-        assert back == [{"status": "sent", "n": MAILS, "with_sent_at": MAILS}]
+        assert back == [{"status": "sent", "n": TOTAL, "with_sent_at": TOTAL}]
+        assert conn.execute("SELECT address FROM mailroom.suppressions").fetchall() == [{"address": "Gone@Example.com"}]
         assert conn.execute("SELECT count(*) AS n FROM mailroom.attempts WHERE delivery_key IS NULL"
                             ).fetchone()["n"] == 0
     sqitch(target, "deploy")

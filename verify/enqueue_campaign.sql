@@ -5,13 +5,13 @@ BEGIN;
 DO $$
 BEGIN
   ASSERT has_function_privilege('mailroom_app',
-    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)', 'execute'),
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)', 'execute'),
     'mailroom_app cannot call enqueue_campaign';
   ASSERT NOT (SELECT prosecdef FROM pg_proc WHERE oid =
-    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)'::regprocedure),
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)'::regprocedure),
     'enqueue_campaign must be SECURITY INVOKER';
   ASSERT has_function_privilege('mailroom_app',
-    'mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)', 'execute'),
+    'mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)', 'execute'),
     'mailroom_app cannot call _campaign_open';
   ASSERT has_function_privilege('mailroom_app', 'mailroom._campaign_fill(bigint)', 'execute'),
     'mailroom_app cannot call _campaign_fill';
@@ -22,7 +22,7 @@ BEGIN
            LIKE '%INSERT INTO mailroom.queue%',
     '_campaign_fill does not write the queue';
   ASSERT (SELECT prosrc FROM pg_proc WHERE oid =
-    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text)'::regprocedure)
+    'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)'::regprocedure)
            LIKE '%OPERATOR(pg_catalog.=)%',
     'enqueue_campaign leaves its operators to the caller''s search_path';
   ASSERT pg_catalog.to_regprocedure('mailroom._campaign_fill(bigint, timestamptz)') IS NULL,

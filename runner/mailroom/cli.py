@@ -29,7 +29,8 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd"},
+@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd",
+                                "inbound": "mailroom.inbound_server:inbound_cmd"},
              context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
              epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")
@@ -137,6 +138,49 @@ def webhooks_cmd(dsn: str, listen: str, port: int) -> None:
         _err(f"the database could not be reached: {e}")
         sys.exit(exitcodes.UNREACHABLE)
     run_simple(listen, port, app, threaded=True)
+
+
+@main.command("unsubscribe-server")
+@click.option("--dsn", required=True, metavar="URL", envvar="MAILROOM_UNSUBSCRIBE_DSN",
+              help="The database, as a login that is a member of mailroom_unsubscribe only.")
+@click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The signing keys file; default: MAILROOM_SIGNING_KEYS_FILE or MAILROOM_SIGNING_KEYS.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8025, show_default=True, help="Port to listen on.")
+def unsubscribe_server_cmd(dsn, signing_keys, host, port):
+    """Serve one-click unsubscribe (RFC 8058) for development.
+
+    POST /u/TOKEN with List-Unsubscribe=One-Click unsubscribes; GET shows a
+    confirmation page. In production run the same app under gunicorn behind a
+    reverse proxy: see docs/unsubscribe.md.
+    """
+    from mailroom.signing import SigningKeyError
+    from mailroom.unsubscribe_app import create_app, make_dev_server
+
+    try:
+        app = create_app(dsn, keys_file=signing_keys)
+        server = make_dev_server(app, host, port)
+    except (SigningKeyError, ValueError, OSError) as e:
+        _err(str(e))
+        sys.exit(exitcodes.USAGE)
+    click.echo(f"mailroom: unsubscribe service on http://{host}:{server.server_port}/u/<token>", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command("signing-key")
+@click.argument("key_id")
+def signing_key_cmd(key_id):
+    """Print a new KEYID=SECRET line for a signing keys file (put it first to sign with it)."""
+    from mailroom.signing import SigningKeyError, new_key_line
+
+    try:
+        click.echo(new_key_line(key_id))
+    except SigningKeyError as e:
+        _err(str(e))
+        sys.exit(exitcodes.USAGE)
 
 
 # The runner's commands live in their own module; registered here.

@@ -41,6 +41,7 @@ SQL_DUPLICATES = """
 SQL_CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress"
 SQL_RUNNERS = "SELECT * FROM mailroom.runner_status"
 SQL_RUNNER_WARNINGS = "SELECT * FROM mailroom.runner_warnings()"
+SQL_STREAMS = "SELECT * FROM mailroom.stream_overview"
 # The circuit breaker: what it paused or warns about (ok rows are left out).
 SQL_BREAKER = """
     SELECT scope, key, campaign_name, state, delivered, bounced, complained, bounce_rate, complaint_rate,
@@ -180,6 +181,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
         runners = conn.execute(SQL_RUNNERS).fetchall()
         runner_warnings = conn.execute(SQL_RUNNER_WARNINGS).fetchall()
+        streams = conn.execute(SQL_STREAMS).fetchall()
         breaker = conn.execute(SQL_BREAKER).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
@@ -197,6 +199,7 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         "duplicates": {"window": window, "confirmed": duplicates.get("confirmed", 0), "possible": duplicates.get("possible", 0)},
         "metrics": {"window": window, "rows": metrics},
         "campaigns": campaigns,
+        "streams": streams,
         "runners": runners,
         "breaker": breaker,
         "warnings": warnings,
@@ -222,6 +225,12 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
                                 ("oldest_overdue", "overdue"), ("expired_leases", "expired"),
                                 ("attempts_per_delivery", "tries/mail"), ("duplicates", "dupes")]))
     click.echo("\n" + _runners_section(runners))
+    click.echo("\nSTREAMS  (suppressed: addresses suppressed for that stream alone; the last row: for all streams)")
+    click.echo(_table([{**r, "stream": r["stream"] or "(all streams)",
+                        "unsubscribe_headers": "" if r["unsubscribe_headers"] is None
+                        else ("yes" if r["unsubscribe_headers"] else "no")} for r in streams],
+                      [("stream", "stream"), ("unsubscribe_headers", "unsubscribe headers"),
+                       ("suppressed", "suppressed"), ("description", "description")]))
     click.echo("\nCAMPAIGNS")
     click.echo(_table(campaigns, [(k, k) for k in campaigns[0].keys()]) if campaigns else "(none)")
     click.echo("\nCIRCUIT BREAKER")
@@ -272,10 +281,14 @@ def inspect(dsn: str | None, as_json: bool, ref: str) -> None:
         _emit_json(message)
         return
     ledger = message.pop("ledger")
-    for key in ("id", "delivery_key", "status", "status_reason", "sender", "to_address", "subject", "template_key",
+    for key in ("id", "delivery_key", "status", "status_reason", "sender", "stream", "to_address", "subject", "template_key",
                 "priority", "run_at", "attempts", "max_attempts", "on_ambiguous", "worker", "leased_until",
                 "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "finished_at", "successful_sends"):
         click.echo(f"{key + ':':<17} {_human(message.get(key))}")
+    scopes = message.get("suppressions") or []
+    click.echo(f"{'suppressed:':<17} " + ("; ".join(
+        f"{s['stream'] or 'all streams'} ({s['reason']}{', stops this mail' if s['stops_this_mail'] else ''})"
+        for s in scopes) or "no"))
     click.echo("\nLEDGER")
     click.echo(_table(ledger, [("attempt", "#"), ("worker", "worker"), ("claimed_at", "claimed"),
                                ("finished_at", "finished"), ("reported", "reported"), ("outcome", "outcome"),

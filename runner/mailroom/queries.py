@@ -81,7 +81,8 @@ def _seconds(v: float | timedelta) -> timedelta:
 # The functions a runner calls: a role that cannot execute one of them is
 # refused at start (exit code 4) rather than failing on its first report.
 RUNNER_FUNCTIONS = ("claim_batch", "mark_outcomes", "extend_lease", "release", "reclaim",
-                    "get_templates", "send_rate_retry_after", "runner_waiting", "enqueues_settled")
+                    "get_templates", "send_rate_retry_after", "runner_waiting", "enqueues_settled",
+                    "stream_settings")
 
 
 def missing_runner_functions(pool) -> list[str]:
@@ -113,6 +114,12 @@ def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender:
         " p_lease => %(lease)s, p_sender => %(sender)s)",
         {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
     )
+
+
+def stream_settings(pool) -> dict[str, bool]:
+    """Each stream and whether its mail carries unsubscribe headers."""
+    rows = _call(pool, "SELECT name, unsubscribe_headers FROM mailroom.stream_settings()")
+    return {r["name"]: r["unsubscribe_headers"] for r in rows}
 
 
 def send_rate_retry_after(pool, sender: str | None) -> float | None:
@@ -243,12 +250,15 @@ def attempt_counts(pool) -> dict[str, int]:
     return {r["outcome"]: r["n"] for r in rows}
 
 
-# -- feedback (provider webhooks) ------------------------------------------------------
+# -- feedback (mailroom inbound, provider webhooks; a role granted mailroom_feedback) ---
 
 
 def message_by_message_id(conn: psycopg.Connection, message_ref: str) -> int | None:
-    """The id of the mail a runner-written Message-ID names, or None."""
+    """The id of the mail a runner-written Message-ID names, or None (provider webhooks)."""
     return _call(conn, "SELECT mailroom.message_by_message_id(%(ref)s) AS id", {"ref": message_ref})[0]["id"]
+
+
+FEEDBACK_FUNCTIONS = ("record_feedback", "keep_unparsed_inbound", "feedback_message_id_matches")
 
 
 def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | None, address: str | None,
@@ -262,3 +272,20 @@ def record_feedback(conn: psycopg.Connection, *, kind: str, message_id: int | No
         {"kind": kind, "message_id": message_id, "address": address, "status": status, "detail": detail,
          "source": source, "event_key": event_key},
     )[0]["recorded"]
+
+
+def keep_unparsed_inbound(conn: psycopg.Connection, raw: bytes, reason: str, envelope_from: str | None,
+                          envelope_to: str | None) -> int:
+    return _call(
+        conn,
+        "SELECT mailroom.keep_unparsed_inbound(%(raw)s, %(reason)s, %(from)s, %(to)s) AS id",
+        {"raw": raw, "reason": reason, "from": envelope_from, "to": envelope_to},
+    )[0]["id"]
+
+
+def feedback_message_id_matches(conn: psycopg.Connection, message_id: int, header: str) -> bool | None:
+    return _call(
+        conn,
+        "SELECT mailroom.feedback_message_id_matches(%(id)s, %(header)s) AS ok",
+        {"id": message_id, "header": header},
+    )[0]["ok"]

@@ -414,6 +414,8 @@ class Renderer:
             raise RenderError("template_vars: not a JSON object")
         ctx = dict(variables)
         ctx.setdefault("to_address", row.get("to_address"))
+        if "unsubscribe_url" in row:  # mail of a stream with unsubscribe headers (mailroom.unsubscribe)
+            ctx.setdefault("unsubscribe_url", row["unsubscribe_url"])
         try:
             subject = tpl.subject.render(ctx)
             text = tpl.body_text.render(ctx) if tpl.body_text else None

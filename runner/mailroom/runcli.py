@@ -86,6 +86,25 @@ def _with(options):
               help="Sign the mail of sender profile SENDER with DKIM (d=DOMAIN, s=SELECTOR); the key file "
                    "is PEM, RSA of 2048+ bits or Ed25519. Repeatable; the variable takes ';'-separated "
                    "entries. Keys are read once at start: see docs/dkim.md.", **_env("DKIM"))
+@click.option("--unsubscribe-url", "unsubscribe_urls", multiple=True, type=_SemicolonSeparated(),
+              metavar="[SENDER=]BASE_URL",
+              help="One-click unsubscribe (RFC 8058): mail of a stream with unsubscribe headers gets "
+                   "List-Unsubscribe <BASE_URL/u/TOKEN> and List-Unsubscribe-Post, and its templates "
+                   "{{ unsubscribe_url }}. Per sender profile with SENDER=, else for every sender. Needs "
+                   "signing keys. See docs/unsubscribe.md.", **_env("UNSUBSCRIBE_URL"))
+@click.option("--unsubscribe-mailto", "unsubscribe_mailto", multiple=True, type=_SemicolonSeparated(),
+              metavar="[SENDER=]DOMAIN",
+              help="Also offer <mailto:unsubscribe+TOKEN@DOMAIN> in List-Unsubscribe (per sender profile "
+                   "with SENDER=).", **_env("UNSUBSCRIBE_MAILTO"))
+@click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The signing keys file (KEYID=BASE64URL lines, the first signs); default: the file in "
+                   "MAILROOM_SIGNING_KEYS_FILE or the keys in MAILROOM_SIGNING_KEYS.")
+@click.option("--verp", "verp_profiles", multiple=True, type=_SemicolonSeparated(),
+              metavar="SENDER=BOUNCE_DOMAIN",
+              help="Send the mail of sender profile SENDER with the envelope sender "
+                   "bounce+<message id>.<signature>@BOUNCE_DOMAIN, so `mailroom inbound` matches its "
+                   "bounces (the From header is unchanged). Needs the signing keys (--signing-keys). "
+                   "Repeatable; the variable takes ';'-separated entries. See docs/bounces.md.", **_env("VERP"))
 # Hidden: the tests shorten them; runner_status derives "alive" from the interval each runner reports.
 @click.option("--heartbeat-interval", type=click.FloatRange(1, 3600), default=5.0, hidden=True,
               **_env("HEARTBEAT_INTERVAL"))
@@ -94,7 +113,8 @@ def _with(options):
 @_with(log_options)
 def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
             poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
-            dkim_profiles, heartbeat_interval, summary_interval, log_format, log_level):
+            dkim_profiles, unsubscribe_urls, unsubscribe_mailto, signing_keys, verp_profiles,
+            heartbeat_interval, summary_interval, log_format, log_level):
     """Claim, render and send mail until stopped.
 
     The loop: reclaim -> claim_batch -> render -> send on N connections ->
@@ -103,7 +123,7 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them and
     release the rest, all within --grace; a second signal exits at once.
     """
-    from mailroom import dkim, metrics
+    from mailroom import dkim, metrics, signing, unsubscribe, verp
     from mailroom.runner import FatalError, Runner, Settings, default_worker_name
     from mailroom.transport import Transport, TransportConfigError, parse_url
 
@@ -113,6 +133,17 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     except dkim.DkimConfigError as e:  # a bad --dkim key: restarting will not help
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
         sys.exit(exitcodes.USAGE)
+    try:  # the keys too: a bad keyring or --verp entry stops the runner before it claims anything
+        verp_domains = verp.parse_profiles(verp_profiles)
+        keyring = unsubscribe.load_keyring_if_any(signing_keys) if (unsubscribe_urls or verp_domains) else None
+        if verp_domains and keyring is None:
+            raise verp.VerpConfigError("--verp needs signing keys (--signing-keys, MAILROOM_SIGNING_KEYS_FILE "
+                                       "or MAILROOM_SIGNING_KEYS)")
+        unsubscribing = unsubscribe.Unsubscribe.configure(unsubscribe_urls, unsubscribe_mailto,
+                                                          keyring if unsubscribe_urls else None)
+    except (signing.SigningKeyError, ValueError) as e:
+        click.echo(f"mailroom: {e}", err=True)
+        sys.exit(exitcodes.USAGE)
     try:
         url = parse_url(smtp_url, default_timeout=smtp_timeout)
         settings = Settings(
@@ -120,6 +151,8 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
             poll_interval=poll_interval, grace=grace, from_address=from_address,
             message_id_domain=message_id_domain, worker=worker or default_worker_name(),
             smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle, dkim=signers,
+            unsubscribe=unsubscribing, verp_domains=verp_domains,
+            verp=verp.Verp(keyring) if verp_domains else None,
             heartbeat_interval=heartbeat_interval, summary_interval=summary_interval,
         )
         runner = Runner(settings, Transport(url))

@@ -46,7 +46,7 @@ import socket
 import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import psycopg
 import psycopg_pool
@@ -56,6 +56,7 @@ from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
 from mailroom.completer import Completer, Report
 from mailroom.dkim import Signing
+from mailroom.unsubscribe import Unsubscribe
 from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
 from mailroom.render import Built, RenderError, Renderer
@@ -93,6 +94,9 @@ class Settings:
     heartbeat_interval: float = 5.0  # hidden options; tests shorten them
     summary_interval: float = 60.0
     dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
+    unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
+    verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
+    verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
 
     @property
     def db_timeout(self) -> float:
@@ -200,6 +204,8 @@ class Runner:
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
         self.renderer = Renderer(settings.from_address, settings.message_id_domain)
         self.signing = Signing(settings.dkim, self.renderer.domain)
+        self.unsubscribe = settings.unsubscribe or Unsubscribe(None, {}, {}, {})
+        self.streams_read_at = 0.0  # monotonic; which streams carry headers is read again every minute
         self.needs_message = self.transport.needs_message
         self.on_flush, self.on_flush_every = on_flush, on_flush_every
         self.pool: psycopg_pool.ConnectionPool | None = None
@@ -350,6 +356,8 @@ class Runner:
             raise FatalError(
                 "the role cannot execute mailroom." + ", mailroom.".join(missing)
                 + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
+        if self.unsubscribe.enabled:
+            self._read_streams()
         every = self.s.heartbeat_interval
         if self.on_flush_every is not None:
             every = min(every, self.on_flush_every)
@@ -503,7 +511,18 @@ class Runner:
             busy = self.pending
         return busy == 0 and self.completer.pending == 0
 
+    def _read_streams(self) -> None:
+        """Which streams carry unsubscribe headers (mailroom.streams); the
+        last answer serves while the database does not give one."""
+        try:
+            self.unsubscribe.streams = queries.stream_settings(self.pool)
+        except (queries.DatabaseUnavailable, queries.QueryError) as e:
+            event(logging.WARNING, "streams.unavailable", error=str(e))
+        self.streams_read_at = time.monotonic()
+
     def _claim(self) -> int:
+        if self.unsubscribe.enabled and time.monotonic() - self.streams_read_at > 60:
+            self._read_streams()
         t0 = time.perf_counter()
         rows = queries.claim_batch(self.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
         claim_s = time.perf_counter() - t0
@@ -580,13 +599,26 @@ class Runner:
         variables or headers raise stays with that row."""
         try:
             if self.needs_message:
-                return self.signing.apply(row, self.renderer.build(row))  # Feedback-ID, DKIM: the final bytes
-            # plain null://: measures the queue machinery, not rendering
-            return Built(self.renderer.envelope_from, row["to_address"], b"", "")
+                url = self.unsubscribe.url_for(row)
+                if url is not None:
+                    row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates
+                built = self.unsubscribe.apply(row, self.renderer.build(row), url)
+                built = self.signing.apply(row, built)  # Feedback-ID, DKIM: the final bytes
+            else:  # plain null://: measures the queue machinery, not rendering
+                built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
+            return self._with_verp(row, built)
         except RenderError as e:
             return Outcome("failed", detail=f"render: {e}")
         except Exception as e:  # noqa: BLE001 - RecursionError, MemoryError, UnicodeError, ...
             return Outcome("failed", detail=f"render: {type(e).__name__}: {e}"[:1000])
+
+    def _with_verp(self, row: dict, built: Built) -> Built:
+        """The envelope sender that names the mail (bounce+id.tag@domain) for a
+        sender profile with --verp; the From header stays as built."""
+        domain = self.s.verp_domains.get(row.get("sender") or "default")
+        if domain is None:
+            return built
+        return replace(built, envelope_from=self.s.verp.address(row["id"], domain))
 
     def _deliver(self, conn, job: Job) -> None:
         row = job.row

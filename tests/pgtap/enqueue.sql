@@ -8,19 +8,19 @@ TRUNCATE mailroom.suppressions;
 -- Contract
 SELECT has_function('mailroom', 'enqueue',
   ARRAY['text', 'text', 'text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'integer', 'text',
-        'integer', 'text', 'jsonb', 'text'], 'enqueue exists with its full signature');
+        'integer', 'text', 'jsonb', 'text', 'text'], 'enqueue exists with its full signature');
 SELECT is_definer('mailroom', 'enqueue',
   ARRAY['text', 'text', 'text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'integer', 'text',
-        'integer', 'text', 'jsonb', 'text'], 'enqueue is SECURITY DEFINER');
+        'integer', 'text', 'jsonb', 'text', 'text'], 'enqueue is SECURITY DEFINER');
 SELECT ok((SELECT proconfig @> ARRAY['search_path=mailroom, pg_temp'] FROM pg_proc
-           WHERE oid = 'mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text)'::regprocedure),
+           WHERE oid = 'mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)'::regprocedure),
   'enqueue pins its search_path');
 SELECT function_privs_are('mailroom', 'enqueue',
   ARRAY['text', 'text', 'text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'integer', 'text',
-        'integer', 'text', 'jsonb', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'apps may enqueue');
+        'integer', 'text', 'jsonb', 'text', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'apps may enqueue');
 SELECT function_privs_are('mailroom', 'enqueue',
   ARRAY['text', 'text', 'text', 'text', 'jsonb', 'text', 'timestamp with time zone', 'integer', 'text',
-        'integer', 'text', 'jsonb', 'text'], 'mailroom_runner', ARRAY[]::text[], 'runners may not enqueue');
+        'integer', 'text', 'jsonb', 'text', 'text'], 'mailroom_runner', ARRAY[]::text[], 'runners may not enqueue');
 
 -- Behaviour
 SELECT isnt(mailroom.enqueue('a@example.com', 'Hi', 'Body'), NULL, 'three arguments are enough');

@@ -4,11 +4,11 @@ SELECT plan(37);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'enqueue_campaign exists');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text', 'text'], 'enqueue_campaign exists');
 SELECT isnt_definer('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'enqueue_campaign is SECURITY INVOKER: the recipients query runs as the caller');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text', 'text'], 'enqueue_campaign is SECURITY INVOKER: the recipients query runs as the caller');
 SELECT function_privs_are('mailroom', 'enqueue_campaign', ARRAY['text', 'text', 'text', 'integer', 'timestamp with time zone',
-  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
+  'jsonb', 'text', 'time without time zone', 'time without time zone', 'text', 'jsonb', 'integer', 'text', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
 SELECT is_definer('mailroom', '_campaign_fill', ARRAY['bigint'], 'the writing step is SECURITY DEFINER');
 SELECT hasnt_function('mailroom', '_campaign_fill', ARRAY['bigint', 'timestamp with time zone'], 'no p_now on anything the app executes');
 

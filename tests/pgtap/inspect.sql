@@ -46,9 +46,9 @@ SELECT is((SELECT array_agg(k ORDER BY k COLLATE "C") FROM jsonb_object_keys(mai
   ARRAY['attempts', 'body_html_bytes', 'body_text_bytes', 'campaign_id', 'claimed_at', 'created_at', 'delivery_key',
         'finished', 'finished_at', 'headers', 'id', 'last_error', 'lease_token', 'leased_until', 'ledger',
         'max_attempts', 'on_ambiguous', 'priority', 'recipient_id', 'recipient_zone', 'run_at', 'schedule_id',
-        'sender', 'sent_at', 'status', 'status_reason', 'subject', 'successful_sends', 'template_key',
-        'template_vars', 'to_address', 'to_domain', 'updated_at', 'worker'],
-  'the keys of v0.3, plus finished and finished_at');
+        'sender', 'sent_at', 'status', 'status_reason', 'stream', 'subject', 'successful_sends', 'suppressions',
+        'template_key', 'template_vars', 'to_address', 'to_domain', 'updated_at', 'worker'],
+  'the keys of v0.3, plus finished and finished_at, and stream and suppressions (issue 15)');
 SELECT is(mailroom.inspect('no-such-key'), NULL, 'unknown: NULL');
 
 SELECT throws_ok($$SELECT mailroom.inspect('')$$, '22023', 'mailroom: ref: a message id or delivery key is required', 'an empty ref');

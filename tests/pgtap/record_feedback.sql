@@ -2,7 +2,7 @@
 -- table_feedback_events, ledger_bounced). Mail is sent through the real
 -- queue functions, then feedback arrives as it would after a relay took it.
 BEGIN;
-SELECT plan(43);
+SELECT plan(46);
 SET LOCAL client_min_messages = warning;
 
 -- == Contract ================================================================
@@ -97,10 +97,20 @@ SELECT is(mailroom.record_feedback('unsubscribe', (SELECT id FROM ids WHERE k = 
 SELECT is(mailroom.record_feedback('bounce', NULL, 'Gus@Example.org', '5.1.1', NULL, 'ses', 'ses:gus'), true,
   'a bounce known by address only');
 RESET ROLE;
-SELECT results_eq($$SELECT address, reason FROM mailroom.suppressions ORDER BY address$$,
-  $$VALUES ('Gus@Example.org'::text, 'hard_bounce'::text), ('ann@example.com', 'hard_bounce'),
-           ('cid@example.com', 'unsubscribed'), ('dora@example.net', 'complaint'), ('fay@example.com', 'hard_bounce')$$,
-  'complaint, unsubscribe and the address-only bounce suppress');
+SET ROLE mailroom_feedback;
+SELECT is(mailroom.record_feedback('complaint', NULL, 'hal@example.org', NULL, 'abuse', 'app', 'app:hal'), true,
+  'a complaint about mail nobody can place');
+SELECT is(mailroom.record_feedback('unsubscribe', NULL, 'ida@example.org', NULL, NULL, 'mailgun', 'mailgun:ida'), true,
+  'an unsubscribe about mail nobody can place');
+RESET ROLE;
+SELECT results_eq($$SELECT address, reason, stream FROM mailroom.suppressions ORDER BY address$$,
+  $$VALUES ('Gus@Example.org'::text, 'hard_bounce'::text, NULL::text), ('ann@example.com', 'hard_bounce', NULL),
+           ('cid@example.com', 'unsubscribed', 'transactional'), ('dora@example.net', 'complaint', 'broadcast'),
+           ('fay@example.com', 'hard_bounce', NULL), ('hal@example.org', 'complaint', NULL),
+           ('ida@example.org', 'unsubscribed', 'broadcast')$$,
+  'bounces suppress for all streams; a complaint and an unsubscribe for the mail''s stream (unknown mail: a complaint all, an unsubscribe the streams that offer unsubscribing)');
+SELECT results_eq($$SELECT stream FROM mailroom.feedback_events WHERE event_key IN ('arf:1', 'mailto:cid', 'ses:gus') ORDER BY event_key$$,
+  $$VALUES ('broadcast'::text), ('transactional'), (NULL)$$, 'each event carries its mail''s stream');
 SELECT results_eq($$SELECT kind, campaign_id FROM mailroom.feedback_events WHERE source = 'arf'$$,
   $$SELECT 'complaint'::text, id FROM camp$$, 'the complaint counts against its campaign');
 

@@ -4,16 +4,16 @@ SELECT plan(39);
 SET LOCAL timezone = 'UTC';
 
 SELECT has_function('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
-  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text'], 'schedule_upsert exists');
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'text'], 'schedule_upsert exists');
 SELECT is_definer('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
-  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text'], 'it is SECURITY DEFINER');
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'text'], 'it is SECURITY DEFINER');
 SELECT function_privs_are('mailroom', 'schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
-  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text'],
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'text'],
   'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may call it');
 SELECT function_privs_are('mailroom', 'schedule_set_active', ARRAY['text', 'boolean'],
   'mailroom_app', ARRAY['EXECUTE'], 'mailroom_app may (de)activate');
 SELECT function_privs_are('mailroom', '_schedule_upsert', ARRAY['text', 'text', 'text', 'text', 'text', 'jsonb', 'boolean',
-  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'timestamp with time zone'],
+  'time without time zone', 'time without time zone', 'text', 'integer', 'text', 'text', 'text', 'timestamp with time zone'],
   'mailroom_app', ARRAY[]::text[], 'the pinned-clock twin is the owner''s alone');
 
 SELECT mailroom.upsert_template('digest', 'Your week', 'Hello {{ name }}');

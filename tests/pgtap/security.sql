@@ -32,11 +32,13 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
+  ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
-  ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text)', 'app', 'definer'),
-  ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'caller'),
+  ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),
+  ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'caller'),
   ('enqueues_settled()', 'runner', 'definer'),
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
+  ('feedback_message_id_matches(bigint, text)', 'feedback', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),
@@ -70,13 +72,15 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('runner_gone(text, uuid)', 'runner', 'definer'),
   ('runner_warnings()', 'operator', 'definer'),
   ('schedule_set_active(text, boolean)', 'app,operator', 'definer'),
-  ('schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text)', 'app', 'definer'),
+  ('schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, text)', 'app', 'definer'),
   ('send_rate_retry_after(text)', 'runner', 'definer'),
   ('set_domain_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_sender_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_setting(text, text)', 'operator', 'definer'),
-  ('suppress(text, text, text)', 'app,operator', 'definer'),
-  ('unsuppress(text)', 'app,operator', 'definer'),
+  ('stream_settings()', 'operator,runner', 'definer'),
+  ('suppress(text, text, text, text)', 'app,operator', 'definer'),
+  ('unsubscribe(text, text, bigint, text)', 'unsubscribe', 'definer'),  -- the unsubscribe service's one right (deploy/unsubscribe.sql)
+  ('unsuppress(text, text)', 'app,operator', 'definer'),
   ('upsert_template(text, text, text, text)', 'app,operator', 'definer'),
   ('_address_key(text)', '', 'unpinned'),
   ('_address_ok(text)', '', 'unpinned'),
@@ -88,8 +92,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_breaker_tally(text, text, integer, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_campaign_fill(bigint)', 'app', 'definer'),
   ('_campaign_lock(bigint)', '', 'definer'),
-  ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)', 'app', 'definer'),
+  ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
+  ('_check_stream(text)', '', 'definer'),
   ('_check_body(text, text)', '', 'invoker'),
   ('_check_header_text(text, text)', '', 'invoker'),
   ('_check_headers(jsonb)', '', 'invoker'),
@@ -99,7 +104,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_check_send_rate(integer, integer)', '', 'invoker'),
   ('_check_setting(text, text)', '', 'invoker'),
   ('_claim_batch(text, integer, interval, text, timestamp with time zone)', '', 'definer'),
-  ('_claim_gate(text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
+  ('_claim_gate(text, text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),
   ('_cron_value(text, text, integer, integer, text[])', '', 'definer'),
@@ -127,7 +132,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_schedule_delivery_key(bigint, timestamp with time zone, text, text)', '', 'invoker'),
   ('_schedule_retime(mailroom.schedules, mailroom.schedules, timestamp with time zone)', '', 'definer'),
   ('_schedule_set_active(text, boolean, timestamp with time zone)', '', 'definer'),
-  ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, timestamp with time zone)', '', 'definer'),
+  ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, text, timestamp with time zone)', '', 'definer'),
   ('_send_budgets(text, text[], integer[], integer[], timestamp with time zone)', '', 'definer'),
   ('_send_rate_available(text, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_send_rate_record(text[], integer[], interval[], timestamp with time zone)', '', 'definer'),
@@ -162,11 +167,13 @@ INSERT INTO readers VALUES
   ('queue_stats', 'operator'),
   ('repeated_attempts', 'operator'),
   ('review_queue', 'operator'),
-  ('runner_status', 'operator');
+  ('runner_status', 'operator'),
+  ('stream_overview', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
                                ('mailroom_operator', 'operator'), ('mailroom_feedback', 'feedback'),
+                               ('mailroom_unsubscribe', 'unsubscribe'),
                                ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
@@ -182,7 +189,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
             + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
-            + 81);  -- the fixed tests below
+            + 82);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -206,7 +213,7 @@ $$, 'every function is SECURITY DEFINER with search_path = mailroom, pg_temp, or
 SELECT set_eq($$SELECT DISTINCT kind FROM decisions WHERE kind <> 'definer'$$, $$SELECT kind FROM kinds WHERE kind <> 'definer'$$,
               'every kind of SECURITY INVOKER function has its reason in this file');
 SELECT results_eq($$SELECT fn FROM decisions WHERE kind = 'caller'$$,
-                  $$VALUES ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text)')$$,
+                  $$VALUES ('enqueue_campaign(text, text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)')$$,
                   'enqueue_campaign is the one function that runs with the caller''s rights');
 SELECT is_empty($$SELECT fn, roles FROM decisions WHERE kind IN ('invoker', 'unpinned') AND roles <> ''$$,
                 'no group role may call a function that borrows its rights and path from its caller');
@@ -267,17 +274,21 @@ SELECT schema_privs_are('mailroom', 'mailroom_app', ARRAY['USAGE'], 'mailroom_ap
 SELECT schema_privs_are('mailroom', 'mailroom_runner', ARRAY['USAGE'], 'mailroom_runner: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_operator', ARRAY['USAGE'], 'mailroom_operator: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_feedback', ARRAY['USAGE'], 'mailroom_feedback: USAGE only');
+SELECT schema_privs_are('mailroom', 'mailroom_unsubscribe', ARRAY['USAGE'], 'mailroom_unsubscribe: USAGE only');
 SELECT is_empty($$
   SELECT rolname FROM pg_catalog.pg_roles
-  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback')
+  WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback',
+                    'mailroom_unsubscribe')
     AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls)
-$$, 'the five mailroom roles are NOLOGIN and hold no special attribute');
+$$, 'the six mailroom roles are NOLOGIN and hold no special attribute');
 SELECT is_empty($$SELECT member::regrole FROM pg_catalog.pg_auth_members WHERE roleid = 'mailroom_owner'::regrole$$,
                 'no role is a member of mailroom_owner');
 SELECT is_empty($$
   SELECT roleid::regrole, member::regrole FROM pg_catalog.pg_auth_members
-  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
-    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole, 'mailroom_feedback'::regrole)
+  WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
+    AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
 $$, 'the group roles are not members of one another');
 SELECT is_empty($$
   SELECT roleid::regrole FROM pg_catalog.pg_auth_members

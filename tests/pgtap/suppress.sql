@@ -4,11 +4,11 @@
 BEGIN;
 SELECT plan(18);
 
-SELECT has_function('mailroom', 'suppress', ARRAY['text', 'text', 'text'], 'suppress exists');
+SELECT has_function('mailroom', 'suppress', ARRAY['text', 'text', 'text', 'text'], 'suppress exists');
 SELECT hasnt_function('mailroom', 'suppress', ARRAY['text', 'text', 'text', 'timestamp with time zone'], 'without p_now');
-SELECT has_function('mailroom', 'unsuppress', ARRAY['text'], 'unsuppress exists');
-SELECT function_privs_are('mailroom', 'suppress', ARRAY['text', 'text', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'the app may suppress');
-SELECT function_privs_are('mailroom', 'unsuppress', ARRAY['text'], 'mailroom_operator', ARRAY['EXECUTE'], 'operators may unsuppress');
+SELECT has_function('mailroom', 'unsuppress', ARRAY['text', 'text'], 'unsuppress exists');
+SELECT function_privs_are('mailroom', 'suppress', ARRAY['text', 'text', 'text', 'text'], 'mailroom_app', ARRAY['EXECUTE'], 'the app may suppress');
+SELECT function_privs_are('mailroom', 'unsuppress', ARRAY['text', 'text'], 'mailroom_operator', ARRAY['EXECUTE'], 'operators may unsuppress');
 
 SELECT mailroom.upsert_template('news', 'News', 'Hello');
 SELECT mailroom.enqueue('ann@example.org', 'S', 'B');

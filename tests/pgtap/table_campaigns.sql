@@ -5,7 +5,7 @@ SELECT plan(11);
 SELECT has_table('mailroom', 'campaigns', 'campaigns exists');
 SELECT columns_are('mailroom', 'campaigns', ARRAY['id', 'name', 'template_key', 'vars', 'headers', 'priority', 'sender',
   'max_attempts', 'on_ambiguous', 'send_at', 'time_zone', 'window_start', 'window_end', 'status', 'created_at',
-  'updated_at', 'finished_at'], 'campaigns has the expected columns');
+  'updated_at', 'finished_at', 'stream'], 'campaigns has the expected columns');
 SELECT table_owner_is('mailroom', 'campaigns', 'mailroom_owner', 'owned by mailroom_owner');
 SELECT table_privs_are('mailroom', 'campaigns', 'mailroom_app', ARRAY[]::text[], 'mailroom_app has no direct access');
 SELECT has_column('mailroom', 'contents', 'recipient_zone', 'contents.recipient_zone exists');

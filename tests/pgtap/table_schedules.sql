@@ -5,7 +5,7 @@ SELECT plan(8);
 SELECT has_table('mailroom', 'schedules', 'schedules exists');
 SELECT columns_are('mailroom', 'schedules', ARRAY['id', 'schedule_key', 'recipient_id', 'to_address', 'time_zone', 'rule',
   'template_key', 'vars', 'channel', 'priority', 'sender', 'window_start', 'window_end', 'active', 'next_run_at',
-  'last_run_at', 'created_at', 'updated_at'], 'schedules has the expected columns');
+  'last_run_at', 'created_at', 'updated_at', 'stream'], 'schedules has the expected columns');
 SELECT table_owner_is('mailroom', 'schedules', 'mailroom_owner', 'owned by mailroom_owner');
 SELECT table_privs_are('mailroom', 'schedules', 'mailroom_app', ARRAY[]::text[], 'mailroom_app has no direct access');
 SELECT has_index('mailroom', 'schedules', 'schedules_due_idx', 'a partial index on next_run_at of active schedules');

@@ -3,7 +3,8 @@ BEGIN;
 SELECT plan(7);
 
 SELECT has_table('mailroom', 'suppressions', 'suppressions table exists');
-SELECT col_is_pk('mailroom', 'suppressions', 'address_key', 'keyed by the normalised address');
+-- since streams: one row per normalised address and scope (stream, NULL = all streams)
+SELECT col_is_unique('mailroom', 'suppressions', ARRAY['address_key', 'stream'], 'keyed by the normalised address and its stream scope');
 SELECT is(mailroom._address_key('Ann.Lee@Example.COM'), 'Ann.Lee@example.com', 'only the domain is folded');
 SELECT is(mailroom._address_key(NULL), NULL, 'NULL stays NULL');
 SELECT throws_ok($$INSERT INTO mailroom.suppressions (address_key, address, reason) VALUES ('a@x.com', 'a@x.com', 'because')$$,

@@ -1,0 +1,7 @@
+-- Revert mailroom:feedback_message_id_matches from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.feedback_message_id_matches(bigint, text);
+
+COMMIT;

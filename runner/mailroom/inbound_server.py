@@ -1,0 +1,254 @@
+"""`mailroom inbound`: receives the mail that comes back to the bounce domain.
+
+An SMTP (or LMTP) server, aiosmtpd, for the bounce domain's MX or behind
+the company's MTA. Each mail is classified (bounces.py: DSN, ARF report,
+mailto: unsubscribe, auto-reply) and stored in one transaction: its
+feedback through mailroom.record_feedback, or the whole mail through
+mailroom.keep_unparsed_inbound with the reason it could not be used. The
+answer to DATA is 250 only after that transaction committed; when the
+database cannot take it the answer is 451 and the sending MTA keeps the
+mail and tries again (its redelivery changes nothing twice: record_feedback
+is idempotent per event key). Nothing it receives is dropped, and no mail
+can stop it: a parser failure keeps the mail as unparsed.
+
+Limits: 25 MiB a message (SMTP SIZE; larger is refused with 552 during
+DATA, so the sending MTA reports it rather than losing it); the parsing
+limits are in bounces.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sys
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import click
+import psycopg
+import psycopg_pool
+from aiosmtpd.controller import Controller
+from aiosmtpd.lmtp import LMTP
+from psycopg.rows import dict_row
+
+from mailroom import bounces, exitcodes, logs, queries, signing, unsubscribe, verp
+from mailroom.logs import event
+from mailroom.sink import free_port
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _envelope_text(value: str) -> str:
+    """An envelope address as text the database takes: valid UTF-8, no control characters."""
+    return _CONTROL.sub("?", value.encode("utf-8", "replace").decode("utf-8"))[:1000]
+
+
+class Store:
+    """Writes one classified mail, all or nothing, on a small connection pool."""
+
+    def __init__(self, dsn: str, pool_size: int = 4):
+        self.pool = psycopg_pool.ConnectionPool(
+            dsn, min_size=1, max_size=pool_size, open=False, name="mailroom-inbound",
+            kwargs={"row_factory": dict_row, "autocommit": True, "application_name": "mailroom inbound"},
+            check=psycopg_pool.ConnectionPool.check_connection, reconnect_timeout=24 * 3600)
+
+    def open(self, timeout: float = 10.0) -> None:
+        self.pool.open(wait=True, timeout=timeout)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def missing_functions(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT f.name FROM unnest(%(names)s::text[]) AS f(name)"
+                " WHERE NOT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                "                   WHERE n.nspname = 'mailroom' AND p.proname = f.name"
+                "                     AND has_schema_privilege(n.oid, 'USAGE')"
+                "                     AND has_function_privilege(p.oid, 'EXECUTE'))"
+                " ORDER BY 1",
+                {"names": list(queries.FEEDBACK_FUNCTIONS)}).fetchall()
+        return [r["name"] for r in rows]
+
+    def save(self, verdict: bounces.Verdict, raw: bytes, envelope_from: str, rcpts: list[str]) -> str:
+        """Store it; returns what was stored (for the log). Raises when the
+        database did not take it (the caller answers 451)."""
+        env_from, env_to = _envelope_text(envelope_from), _envelope_text(", ".join(rcpts))
+        if verdict.ignored:
+            return verdict.ignored
+        with self.pool.connection() as conn:
+            if verdict.unparsed is None and verdict.quoted_message_id:
+                for mid in {f.message_id for f in verdict.feedback if f.message_id is not None}:
+                    if queries.feedback_message_id_matches(conn, mid, str(verdict.quoted_message_id)[:1000]) is False:
+                        verdict = bounces.Verdict(
+                            unparsed=f"message_id_mismatch: the report quotes {str(verdict.quoted_message_id)[:200]},"
+                                     f" not the Message-ID of mail {mid} its VERP address names", kind="unparsed")
+                        break
+            if verdict.unparsed is None:
+                try:
+                    with conn.transaction():
+                        recorded = sum(queries.record_feedback(
+                            conn, kind=f.kind, message_id=f.message_id, address=f.address, status=f.status,
+                            detail=f.detail, source=f.source, event_key=f.event_key) for f in verdict.feedback)
+                    return f"{verdict.kind}: {recorded} of {len(verdict.feedback)} events new"
+                except queries.QueryError as e:
+                    if e.sqlstate != "22023":
+                        raise
+                    # what the report says is no valid feedback: keep it whole instead
+                    verdict = bounces.Verdict(unparsed=f"refused: {e}"[:500], kind="unparsed")
+            with conn.transaction():
+                kept = queries.keep_unparsed_inbound(conn, raw, verdict.unparsed, env_from, env_to)
+            return f"unparsed {kept}: {verdict.unparsed}"
+
+
+class _Handler:
+    def __init__(self, receiver: "Inbound"):
+        self.receiver = receiver
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        domains = self.receiver.domains
+        if domains and address.rpartition("@")[2].lower().rstrip(".") not in domains:
+            return "550 5.7.1 Not a bounce domain of this server"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        r = self.receiver
+        raw = envelope.original_content or envelope.content or b""
+        if isinstance(raw, str):
+            raw = raw.encode("utf-8", "surrogateescape")
+        rcpts = list(envelope.rcpt_tos)
+        envelope_from = "" if envelope.mail_from in (None, "<>") else envelope.mail_from
+        loop = asyncio.get_running_loop()
+        try:
+            # Parsing and the database both off the event loop: a large mail
+            # or a slow database holds up this connection only.
+            verdict = await loop.run_in_executor(
+                r.executor, lambda: bounces.classify(raw, envelope_from, rcpts, r.verp, r.unsubscribe_token))
+            stored = await loop.run_in_executor(r.executor, r.store.save, verdict, raw, envelope_from, rcpts)
+        except Exception as e:  # noqa: BLE001 - the mail stays with the sending MTA, which retries
+            event(logging.WARNING, "inbound.not_stored", error=logs.redact(queries.first_line(e)),
+                  size=len(raw), rcpts=len(rcpts))
+            reply = "451 4.3.0 mailroom inbound: cannot store the mail now, try again later"
+        else:
+            event(logging.INFO, "inbound.stored", kind=verdict.kind, stored=stored, size=len(raw))
+            with r.lock:
+                r.counts[verdict.kind] += 1
+            reply = "250 2.0.0 OK: stored"
+        if r.lmtp:
+            # LMTP answers DATA once per recipient (RFC 2033 4.2); aiosmtpd's
+            # LMTP sends what the handler returns, so return one line each.
+            return "\r\n".join([reply] * max(1, len(rcpts)))
+        return reply
+
+
+class _LMTPController(Controller):
+    def factory(self):
+        return LMTP(self.handler, **self.SMTP_kwargs)
+
+
+class Inbound:
+    """The server: `start()`, then `stop()`; `port` is the bound port."""
+
+    def __init__(self, dsn: str, verper: verp.Verp, host: str = "127.0.0.1", port: int = 2526,
+                 lmtp: bool = False, domains: tuple[str, ...] = (), unsubscribe_token=None, workers: int = 4):
+        self.store = Store(dsn, pool_size=workers)
+        self.verp = verper
+        self.lmtp = lmtp
+        self.domains = {d.lower().rstrip(".") for d in domains}
+        self.unsubscribe_token = unsubscribe_token
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inbound")
+        self.lock = threading.Lock()
+        self.counts: Counter = Counter()
+        cls = _LMTPController if lmtp else Controller
+        self.controller = cls(_Handler(self), hostname=host, port=port or free_port(host),
+                              data_size_limit=bounces.MAX_MESSAGE_BYTES, enable_SMTPUTF8=True,
+                              ident="mailroom inbound")
+        self.host = host
+
+    @property
+    def port(self) -> int:
+        return self.controller.port
+
+    def start(self) -> None:
+        self.store.open()
+        self.controller.start()
+
+    def stop(self) -> None:
+        self.controller.stop()
+        self.executor.shutdown(wait=True)
+        self.store.close()
+
+
+@click.command("inbound", epilog=exitcodes.help_text())
+@click.option("--dsn", required=True, metavar="URL", envvar="MAILROOM_DSN", show_envvar=True,
+              help="The mailroom database, as a role granted mailroom_feedback.")
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="MAILROOM_INBOUND_HOST", show_envvar=True,
+              help="Address to listen on (0.0.0.0 for the bounce domain's MX).")
+@click.option("--port", type=click.IntRange(0, 65535), default=2526, show_default=True,
+              envvar="MAILROOM_INBOUND_PORT", show_envvar=True, help="Port to listen on (0: a free one, printed).")
+@click.option("--lmtp", is_flag=True, default=False, help="Speak LMTP (RFC 2033) instead of SMTP: behind Postfix.")
+@click.option("--domain", "domains", multiple=True, metavar="DOMAIN",
+              help="Accept recipients at this bounce domain only (repeatable; default: any).")
+@click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The signing keys file VERP addresses and unsubscribe tokens are checked with (the runner's); "
+                   "default: the file in MAILROOM_SIGNING_KEYS_FILE or the keys in MAILROOM_SIGNING_KEYS.")
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Mails parsed and stored at once (and database connections).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys, workers, log_format, log_level):
+    """Receive DSNs, feedback reports and mailto: unsubscribes for the bounce
+    domain; record them (250 only once the database has them, else 451)."""
+    import signal
+
+    logs.setup(log_format, log_level)
+    try:
+        logs.register_secret(psycopg.conninfo.conninfo_to_dict(dsn).get("password"))
+    except psycopg.ProgrammingError as e:
+        click.echo(f"mailroom: --dsn: {logs.redact(str(e))}", err=True)
+        sys.exit(exitcodes.USAGE)
+    try:
+        keyring = signing.Keyring.load(signing_keys)
+    except signing.SigningKeyError as e:
+        click.echo(f"mailroom: {e}", err=True)
+        sys.exit(exitcodes.USAGE)
+    server = Inbound(dsn, verp.Verp(keyring), host=host, port=port, lmtp=lmtp, domains=domains,
+                     unsubscribe_token=unsubscribe_verifier(keyring), workers=workers)
+    try:
+        server.start()
+        missing = server.store.missing_functions()
+    except psycopg_pool.PoolTimeout as e:
+        click.echo(f"mailroom: the database cannot be reached: {logs.redact(str(e))}", err=True)
+        sys.exit(exitcodes.UNREACHABLE)
+    except OSError as e:
+        click.echo(f"mailroom: --host {host} --port {port}: {e}", err=True)
+        sys.exit(exitcodes.USAGE)
+    if missing:
+        server.stop()
+        click.echo(f"mailroom: this role cannot execute {', '.join(missing)} (grant mailroom_feedback)", err=True)
+        sys.exit(exitcodes.REFUSED)
+    click.echo(f"mailroom inbound: {'LMTP' if lmtp else 'SMTP'} on {host}:{server.port}", err=True)
+    event(logging.INFO, "inbound.started", host=host, port=server.port, lmtp=lmtp)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    event(logging.INFO, "inbound.stopped", **dict(server.counts))
+
+
+def unsubscribe_verifier(keyring: signing.Keyring):
+    """The mailto: unsubscribe check: the token of the List-Unsubscribe header
+    (runner/mailroom/unsubscribe.py) -> (message id, address), or None when
+    it is malformed or its signature does not verify."""
+    def verify(token: str):
+        try:
+            subject = unsubscribe.read_token(keyring, token)
+        except unsubscribe.TokenError:
+            return None
+        return subject.message_id, subject.address
+    return verify

@@ -5,6 +5,7 @@ is only a member of mailroom_operator."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -214,3 +215,22 @@ def test_other_roles_are_refused(db_url, login, scenario, group):
 def test_unreachable_database():
     code, out, err = run("status", "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     assert code == 3 and err.startswith("mailroom: cannot connect")
+
+
+def test_status_and_inspect_show_streams_and_suppression_scopes(operator_dsn, conn, scenario):
+    address = conn.execute("SELECT to_address FROM mailroom.contents WHERE delivery_key = 'sent-1'").fetchone()["to_address"]
+    conn.execute("SELECT mailroom.suppress(%s, 'unsubscribed', 'footer', 'broadcast')", (address,))
+    code, out, err = run("inspect", "--dsn", operator_dsn, "sent-1")
+    assert code == 0, err
+    assert "stream:           transactional" in out
+    assert "suppressed:       broadcast (unsubscribed)\n" in out, "a broadcast scope does not stop transactional mail"
+    conn.execute("SELECT mailroom.suppress(%s, 'manual')", (address,))
+    code, out, err = run("inspect", "--dsn", operator_dsn, "sent-1")
+    assert "suppressed:       all streams (manual, stops this mail); broadcast (unsubscribed)\n" in out
+
+    code, out, err = run("status", "--dsn", operator_dsn, "--json")
+    assert code == 0, err
+    streams = {r["stream"]: (r["unsubscribe_headers"], r["suppressed"]) for r in json.loads(out)["streams"]}
+    assert streams == {"transactional": (False, 0), "broadcast": (True, 1), None: (None, 1)}
+    code, out, err = run("status", "--dsn", operator_dsn)
+    assert re.search(r"^broadcast +yes +1 ", out, re.M) and re.search(r"^\(all streams\) +1 ", out, re.M), out

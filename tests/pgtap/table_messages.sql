@@ -10,8 +10,8 @@ SELECT columns_are('mailroom', 'messages', ARRAY[
   'id', 'delivery_key', 'status', 'status_reason', 'priority', 'run_at', 'sender', 'to_address', 'to_domain',
   'subject', 'body_text', 'body_html', 'template_key', 'template_vars', 'headers', 'attempts', 'max_attempts',
   'on_ambiguous', 'lease_token', 'leased_until', 'worker', 'claimed_at', 'campaign_id', 'schedule_id',
-  'recipient_id', 'recipient_zone', 'last_error', 'created_at', 'updated_at', 'sent_at', 'finished_at'],
-  'it keeps every column the v0.3 table had, and adds finished_at');
+  'recipient_id', 'recipient_zone', 'last_error', 'created_at', 'updated_at', 'sent_at', 'finished_at', 'stream'],
+  'it keeps every column the v0.3 table had, and adds finished_at and stream');
 SELECT view_owner_is('mailroom', 'messages', 'mailroom_owner', 'owned by the owner role');
 
 SELECT * FROM finish();

@@ -281,7 +281,18 @@ SELECT b.scope, b.key,
        b.updated_at
 FROM mailroom.breaker_counts b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
-CROSS JOIN LATERAL mailroom._breaker_figures(b, s.window_size) AS f
+-- The same arithmetic as _breaker_figures, written out: a function called
+-- by a view is executed with the reader's rights, and operators execute no
+-- internal function.
+CROSS JOIN LATERAL (SELECT CASE WHEN b.prev_delivered > 0
+                                THEN greatest(0, 1 - b.cur_delivered::numeric / s.window_size) ELSE 0 END AS w) AS share
+CROSS JOIN LATERAL (SELECT round(b.cur_delivered + b.prev_delivered * share.w, 2) AS delivered,
+                           round(b.cur_bounced + b.prev_bounced * share.w, 2) AS bounced,
+                           round(b.cur_complained + b.prev_complained * share.w, 2) AS complained) AS n
+CROSS JOIN LATERAL (SELECT n.delivered, n.bounced, n.complained,
+                           CASE WHEN n.delivered > 0 THEN round(n.bounced / n.delivered, 6) ELSE 0 END AS bounce_rate,
+                           CASE WHEN n.delivered > 0 THEN round(n.complained / n.delivered, 6) ELSE 0 END AS complaint_rate
+                   ) AS f
 -- (the CASE: a sender's key is no number, and a join condition may be
 -- evaluated for every row)
 LEFT JOIN mailroom.campaigns k ON k.id = CASE WHEN b.scope = 'campaign' THEN b.key::bigint END

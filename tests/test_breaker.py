@@ -10,15 +10,18 @@ trip before 200 delivered mails).
 - A sender whose mail bounces at 8 % is paused (its remaining mail parked by
   claim_batch's gate) while another sender's mail keeps going; an operator
   resumes it.
+- A claim racing an operator's resume_sender parks nothing behind it.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 
 from mailroom.sink import Rule, Sink
+from tests.conftest import connect
 from tests.operatorkit import run
-from tests.runnerkit import RunnerProcess, wait_for
+from tests.runnerkit import RunnerProcess, enqueue, wait_for
 
 # 2 of every 25 recipients (8 %) are addresses the sink does not know.
 BOUNCING = "g % 25 IN (3, 16)"
@@ -143,3 +146,34 @@ def test_a_sender_that_bounces_8_percent_is_paused_and_other_senders_go_on(db_ur
                         ).fetchone()["n"] == parked
     code, _, err = run("resume", "--dsn", db_url)
     assert code == 2 and "give --campaign or --sender" in err
+
+
+def test_a_claim_that_saw_the_pause_does_not_park_mail_behind_a_resume(db_url, conn):
+    """The race of claim_batch's sender gate against resume_sender: a claim
+    whose snapshot still shows the sender paused (the resume has not
+    committed) must not park the mail once the resume has committed, or the
+    mail would stay paused with nothing left to release it. The gate
+    re-checks the pause row FOR SHARE, so the claim waits for the resume and
+    then leaves the mail queued; the next claim sends it. (Checked once
+    with that re-check removed from deploy/claim_batch.sql: the claim did
+    not wait, the mail ended parked as sender_paused, and this test failed
+    at "left the mail queued".)"""
+    conn.execute("INSERT INTO mailroom.sender_pauses (sender, reason) VALUES ('shop', 'circuit breaker: test')")
+    mail = enqueue(conn, "ann@example.com", subject="Receipt", body_text="Thanks", sender="shop")
+    with connect(db_url) as operator, connect(db_url) as runner:
+        operator.autocommit = False
+        assert operator.execute("SELECT mailroom.resume_sender('shop') AS n").fetchone()["n"] == 0
+        claimed: list = []
+        t = threading.Thread(target=lambda: claimed.extend(
+            runner.execute("SELECT id FROM mailroom.claim_batch('r', 10)").fetchall()))
+        t.start()
+        # The claim waits for the resume (or, without the re-check, is done already).
+        wait_for(lambda: not t.is_alive() or conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claim_batch%'"
+        ).fetchone()["n"] == 1, what="the claim to wait on the pause row")
+        operator.commit()
+        t.join(10)
+    assert claimed == [], "the claim began while the sender was paused: it hands nothing out"
+    assert conn.execute("SELECT status, status_reason FROM mailroom.queue WHERE id = %s", (mail,)).fetchone() == \
+        {"status": "queued", "status_reason": None}, "and it left the mail queued, not parked behind the resume"
+    assert [r["id"] for r in conn.execute("SELECT id FROM mailroom.claim_batch('r', 10)")] == [mail]

@@ -250,15 +250,13 @@ def attempt_counts(pool) -> dict[str, int]:
     return {r["outcome"]: r["n"] for r in rows}
 
 
-# -- feedback (provider webhooks) ------------------------------------------------------
+# -- feedback (mailroom inbound, provider webhooks; a role granted mailroom_feedback) ---
 
 
 def message_by_message_id(conn: psycopg.Connection, message_ref: str) -> int | None:
-    """The id of the mail a runner-written Message-ID names, or None."""
+    """The id of the mail a runner-written Message-ID names, or None (provider webhooks)."""
     return _call(conn, "SELECT mailroom.message_by_message_id(%(ref)s) AS id", {"ref": message_ref})[0]["id"]
 
-
-# -- feedback (mailroom inbound; a role granted mailroom_feedback) ---------------------
 
 FEEDBACK_FUNCTIONS = ("record_feedback", "keep_unparsed_inbound", "feedback_message_id_matches")
 

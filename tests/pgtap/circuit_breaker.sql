@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(37);
+SELECT plan(38);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -106,6 +106,12 @@ SELECT mailroom._breaker_tally('sender', 'roll', 10, 0, 0, now());
 SELECT mailroom._breaker_tally('sender', 'roll', 50, 0, 0, now());
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
   $$VALUES (100.00, 5.00)$$, 'half a window on: 50 new delivered and half of the previous 100 (with its 10 bounces)');
+
+-- Operators read the view (it calls no function they may not execute).
+SET ROLE mailroom_operator;
+SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
+  $$VALUES (100.00, 5.00)$$, 'mailroom_operator reads breaker_status');
+RESET ROLE;
 
 -- Bad thresholds.
 SELECT throws_ok($$SELECT mailroom.set_breaker_thresholds('stream')$$, '22023',

@@ -96,7 +96,6 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_breaker_reset(text, text, timestamp with time zone)', '', 'definer'),
   ('_breaker_tally(text, text, integer, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_campaign_fill(bigint)', 'app', 'definer'),
-  ('_message_ref(text)', '', 'unpinned'),
   ('_campaign_lock(bigint)', '', 'definer'),
   ('_campaign_open(text, text, integer, timestamp with time zone, jsonb, text, time without time zone, time without time zone, text, jsonb, integer, text, text)', 'app', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
@@ -157,7 +156,7 @@ INSERT INTO kinds VALUES
                'inlined into _claim_batch), or the plpgsql '
                'argument check _rate_check_args; no group role may call it, so it runs under its definer '
                'caller''s pinned path, or in an index or constraint, where every name is schema-qualified '
-               '(_address_key: tests/pgtap/address_key_qualified.sql; _message_ref calls pg_catalog functions only)'),
+               '(_address_key: tests/pgtap/address_key_qualified.sql)'),
   ('caller', 'enqueue_campaign runs the caller''s recipients query with the caller''s rights and search_path '
              '(deploy/enqueue_campaign.sql); it writes through _campaign_open and _campaign_fill (definer)');
 
@@ -232,8 +231,8 @@ SELECT results_eq($$
     AND dep.classid IN ('pg_class'::regclass, 'pg_constraint'::regclass, 'pg_attrdef'::regclass,
                         'pg_trigger'::regclass, 'pg_rewrite'::regclass, 'pg_type'::regclass)
     AND NOT c.prosecdef
-$$, $$VALUES ('_address_key(text)'), ('_message_ref(text)')$$,
-  'the only SECURITY INVOKER functions an index, constraint, default, trigger or view evaluates are _address_key and _message_ref (every name in both schema-qualified)');
+$$, $$VALUES ('_address_key(text)')$$,
+  'the only SECURITY INVOKER function an index, constraint, default, trigger or view evaluates is _address_key');
 SELECT is_empty($$SELECT fn FROM catalog_fns WHERE proowner <> 'mailroom_owner'::regrole$$,
                 'mailroom_owner owns every function');
 SELECT is_empty($$

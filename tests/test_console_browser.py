@@ -106,7 +106,7 @@ def click_and_load(browser, element) -> None:
 
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
 
 
 def login(browser, console, password=PASSWORD) -> None:

@@ -204,6 +204,82 @@ def vacuum_analyze(conn) -> None:
         conn.execute(f"VACUUM ANALYZE {table}")
 
 
+
+def fill_history(conn, history: int, queued: int) -> None:
+    """The operator benchmarks' history: `history` finished mails spread over
+    the last 40 days, plus `queued` overdue queued mails (5% on_ambiguous
+    review) of which 500 had a lease that expired an hour ago and was
+    reclaimed. Written into contents and the ledger directly (v0.4's shapes);
+    the caller vacuums and analyses."""
+    # History over the last 40 days: sent (2% after a retry, 0.1% twice), failed, cancelled;
+    # as v0.4 keeps it: a contents row per mail, its ledger rows, the last one finishing it.
+    conn.execute(
+        """
+        CREATE TEMP TABLE history AS
+        SELECT g, s.status, CASE WHEN g %% 50 = 0 THEN 2 ELSE 1 END AS attempts, t,
+               CASE WHEN g %% 3 = 0 THEN 'news' ELSE 'default' END AS sender
+        FROM generate_series(1, %(n)s) g,
+             LATERAL (SELECT now() - (g::float / %(n)s) * interval '40 days' AS t) tt,
+             LATERAL (SELECT CASE WHEN g %% 100 = 0 THEN 'failed' WHEN g %% 101 = 0 THEN 'cancelled'
+                                  ELSE 'sent' END AS status) s
+        """, {"n": history})
+    conn.execute(
+        """
+        INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text, sender, created_at)
+        SELECT 'h-' || g, 'u' || (g % 50000) || '@example.com', 'Hi', 'Body', sender, t FROM history
+        """)
+    conn.execute(
+        """
+        INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
+                                       reported_at, reported, outcome, smtp_code, duplicate, finished_as)
+        SELECT c.id, a, 'bench', gen_random_uuid(), h.t + (a - 1) * interval '1 minute',
+               h.t + (a - 1) * interval '1 minute' + interval '1 second',
+               h.t + (a - 1) * interval '1 minute' + interval '1 second',
+               CASE WHEN a < h.attempts THEN 'retry' WHEN h.status = 'sent' THEN 'sent' ELSE 'failed' END,
+               CASE WHEN a < h.attempts THEN 'retry' WHEN h.status = 'sent' THEN 'sent' ELSE 'failed' END,
+               CASE WHEN a < h.attempts THEN 451 WHEN h.status = 'sent' THEN 250 ELSE 550 END, false,
+               CASE WHEN a = h.attempts THEN h.status END
+        FROM history h JOIN mailroom.contents c ON c.delivery_key = 'h-' || h.g,
+             generate_series(1, h.attempts) a
+        WHERE h.status <> 'cancelled'
+        """)
+    conn.execute(
+        """
+        INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+        SELECT c.id, 0, h.t, 'cancelled', 'cancelled', 'cancelled'
+        FROM history h JOIN mailroom.contents c ON c.delivery_key = 'h-' || h.g
+        WHERE h.status = 'cancelled'
+        """)
+    conn.execute(
+        """
+        INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
+                                       reported_at, reported, outcome, duplicate)
+        SELECT a.message_id, 1, 'ghost', gen_random_uuid(), a.claimed_at, a.claimed_at + interval '9 minutes',
+               a.claimed_at + interval '9 minutes', 'sent', 'stale', true
+        FROM mailroom.attempts a WHERE a.finished_as = 'sent' AND a.message_id % 1000 = 7
+        """)
+    conn.execute(
+        """
+        SELECT count(mailroom.enqueue('q' || g || '@example.com', 'Hi', 'Body', p_delivery_key => 'q-' || g,
+                                      p_send_at => now() - interval '10 minutes',
+                                      p_on_ambiguous => CASE WHEN g %% 20 = 0 THEN 'review' ELSE 'retry' END))
+        FROM generate_series(1, %(q)s) g
+        """, {"q": queued})
+    # 500 leases that ran out an hour ago (a claim whose runner died), then reclaimed:
+    # written on the queue rows directly, as a claim an hour ago would have left them.
+    conn.execute(
+        """
+        UPDATE mailroom.queue q
+        SET status = 'sending', attempts = q.attempts + 1, lease_token = gen_random_uuid(),
+            leased_until = now() - interval '1 hour' + interval '1 second', worker = 'dead',
+            claimed_at = now() - interval '1 hour', updated_at = now() - interval '1 hour'
+        FROM (SELECT id FROM mailroom.queue WHERE status = 'queued'
+              ORDER BY priority DESC, run_at, id LIMIT 500) d
+        WHERE q.id = d.id
+        """)
+    conn.execute("SELECT mailroom.reclaim()")
+
+
 def live_count(conn) -> int:
     """Mail still queued or leased (the hot table, not the view)."""
     return conn.execute("SELECT count(*) FROM mailroom.queue WHERE status IN ('queued', 'sending')").fetchone()[0]

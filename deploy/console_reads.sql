@@ -81,6 +81,33 @@ GRANT EXECUTE ON FUNCTION mailroom.throughput(interval, interval) TO mailroom_op
 COMMENT ON FUNCTION mailroom.throughput(interval, interval) IS
   'Operators: attempts per bucket (epoch-aligned, p_bucket long, 1 minute to 1 day) and sender over the last p_window (at most 1440 buckets), by the time they were claimed: sent (first sends, not duplicates), retried (retry or lease expired), failed. Buckets without attempts are left out.';
 
+CREATE FUNCTION mailroom.overdue_counts(p_after interval DEFAULT '1 minute')
+RETURNS TABLE (sender text, overdue bigint, oldest_overdue interval)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  IF p_after IS NULL OR p_after < interval '0' OR p_after > interval '30 days' THEN
+    RAISE EXCEPTION 'mailroom: after: must be between 0 and 30 days, got %', coalesce(p_after::text, 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  -- The hot queue alone (the overdue view also reads each mail's contents
+  -- row, which costs a probe per due mail for a count that needs none).
+  RETURN QUERY
+  SELECT q.sender, count(*), now() - min(q.run_at)
+  FROM mailroom.queue q
+  WHERE q.status = 'queued' AND q.run_at <= now() - p_after
+  GROUP BY q.sender
+  ORDER BY q.sender;
+END
+$$;
+ALTER FUNCTION mailroom.overdue_counts(interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.overdue_counts(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.overdue_counts(interval) TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.overdue_counts(interval) IS
+  'Operators: per sender, queued mail due for longer than p_after (default a minute: runners should have taken it by then) and how long the oldest has waited; from the hot queue only.';
+
 CREATE FUNCTION mailroom.send_rate_usage()
 RETURNS TABLE (kind text, name text, max_per_second integer, max_per_minute integer,
                used_last_second integer, used_last_minute integer)

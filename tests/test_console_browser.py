@@ -106,7 +106,7 @@ def click_and_load(browser, element) -> None:
 
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
 
 
 def login(browser, console, password=PASSWORD) -> None:
@@ -285,7 +285,7 @@ def test_pausing_a_campaign_with_its_button_stops_a_running_runner(browser, cons
 
 def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(browser, console, admin):
     cid = campaign(admin, "csrf-target", 2)
-    browser.get(console + "/campaigns")  # signed in: the session cookie is valid
+    login(browser, console)  # a valid, signed-in session cookie
     cookie = session_cookie(browser)
     for form in ({}, {"csrf_token": "forged"}):
         status, _, body = request(console, "POST", f"/campaigns/{cid}/pause", form, cookie=cookie)

@@ -1,6 +1,6 @@
 -- Tests for mailroom:console_reads
 BEGIN;
-SELECT plan(34);
+SELECT plan(37);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;  -- the v0.4 tables (split_messages)
 TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits;
@@ -43,6 +43,17 @@ SELECT throws_ok($$SELECT * FROM mailroom.throughput('1 hour', '10 seconds')$$, 
   'mailroom: bucket: must be between 1 minute and 1 day, got 00:00:10', 'a bucket under a minute is refused');
 SELECT throws_ok($$SELECT * FROM mailroom.throughput('2 days', '1 minute')$$, '22023',
   'mailroom: window: must be between one bucket and 1440 buckets (00:01:00), got 2 days', 'too many buckets are refused');
+
+-- overdue_counts: queued mail due for longer than p_after, per sender.
+SELECT pg_temp.t_mail(k, s, now() - interval '1 hour', p_run_at => now() - w) FROM (VALUES
+  ('od-1', 'default', interval '10 minutes'), ('od-2', 'default', interval '30 seconds'),
+  ('od-3', 'news', interval '2 minutes'), ('od-4', 'news', interval '-5 minutes')) AS x(k, s, w);
+SELECT results_eq($$SELECT sender, overdue, oldest_overdue FROM mailroom.overdue_counts()$$,
+  $$VALUES ('default'::text, 2::bigint, now() - '2026-03-02 10:03Z'), ('news', 1, interval '2 minutes')$$,
+  'due for over a minute, per sender (d went back to the queue on 2 March; not od-2, nor the mail due later)');
+SELECT is((SELECT sum(overdue) FROM mailroom.overdue_counts('0')), 4::numeric, 'p_after 0: every due mail');
+SELECT throws_ok($$SELECT * FROM mailroom.overdue_counts(NULL)$$, '22023',
+  'mailroom: after: must be between 0 and 30 days, got NULL', 'no p_after is refused');
 
 -- send_rate_usage: limits and what claim_batch spent of them.
 SELECT mailroom.set_sender_limits('news', 10, 100);

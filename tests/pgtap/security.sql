@@ -52,6 +52,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('next_occurrence(text, text, timestamp with time zone)', 'app,operator', 'definer'),
   ('next_window_opening(text, time without time zone, time without time zone, timestamp with time zone)', 'app,operator', 'definer'),
   ('open_transactions()', 'operator', 'definer'),
+  ('overdue_counts(interval)', 'operator', 'definer'),
   ('pause_campaign(bigint)', 'app,operator', 'definer'),
   ('prune(interval, integer)', 'operator', 'definer'),
   ('rate_limit(text, integer, interval)', 'app', 'definer'),

@@ -79,7 +79,7 @@ def bar_chart(data: list[Bucket], label_every: int, label_format: str, title: st
                 y -= h
                 parts.append(f'<rect class="{name}" x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}"/>')
         parts.append("</g>")
-        if i % label_every == 0:
+        if i % label_every == 0 and x + 30 <= width - right:  # a label cut by the edge says nothing
             parts.append(f'<text class="axis" x="{x:.1f}" y="{height - 6}">{b.start.strftime(label_format)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

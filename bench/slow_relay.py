@@ -13,8 +13,9 @@ polling costs the database next to nothing):
 - mails/s and its ratio to the ideal runners x connections / 1 s,
 - the same ratio for the sink alone: what smtp-sink sustains at that many
   connections for a trivial pipelining asyncio client in this process (no
-  database, no rendering), measured just before; on a loaded machine neither
-  reaches 1, and the runner cannot do better than the sink,
+  database, no rendering), measured just before: a reference for what the
+  sink and the machine allow (on a loaded machine neither reaches 1; the
+  runner, which keeps its next mail built, may even do a little better),
 - runner CPU per mail (user + system of the runner processes, /proc,
   interpolated at the window's ends),
 - peak RSS (VmHWM) of a runner.
@@ -30,8 +31,11 @@ in alternating order: an A/B in one run, for a busy machine, where CPU per
 mail is the figure to trust).
 
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
-when run as root), so the sink is not what is measured. It listens on
-127.0.0.1 only; as root it runs with `-u nobody`.
+when run as root); its -w holds the reply to DATA (the 354), so a mail takes
+1 s plus two round trips. It is not what is measured as long as the sink
+alone keeps up: at 1,024 connections on a busy 2-core machine it does not
+(0.4-0.8 x, and Postfix's own C client smtp-source -d got 0.53 x there). It
+listens on 127.0.0.1 only; as root it runs with `-u nobody`.
 
     .venv/bin/python bench/slow_relay.py [--quick] [--configs RxC,...] [--delay S] ...
 """
@@ -137,30 +141,43 @@ def free_port() -> int:
 
 def sink_alone(port: int, connections: int, seconds: float, delay: float) -> float:
     """Mails/s the sink sustains at `connections` for a trivial client: one
-    pipelined MAIL/RCPT/DATA write, the body, the reply, again; counted over
-    the last 70 % of `seconds` (after the sessions have opened)."""
+    pipelined MAIL/RCPT/DATA write, the body, the reply, again for `seconds`
+    once every session is open (opening 1,024 takes seconds on a busy
+    machine). The sum of each session's own rate between its first and last
+    mail: the sessions start together and finish in bursts, which a count
+    over a fixed window would catch one too many or too few of."""
     import asyncio
 
     body = (b"From: a@bench.invalid\r\nTo: b@bench.invalid\r\nSubject: sink alone\r\n\r\n"
             + b"Hello, your order has shipped.\r\n" * 10 + b".\r\n")
-    finishes: list[float] = []
+    finishes: list[list[float]] = []
 
-    async def session():
+    async def session(opened: list, go: asyncio.Event):
+        mine: list[float] = []
+        finishes.append(mine)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         await reader.readline()
         writer.write(b"EHLO bench.invalid\r\n")
         while (await reader.readline())[3:4] == b"-":
             pass
+        opened.append(1)
+        await go.wait()
         while True:
             writer.write(b"MAIL FROM:<a@bench.invalid>\r\nRCPT TO:<b@bench.invalid>\r\nDATA\r\n")
             for _ in range(3):
                 await reader.readline()
             writer.write(body)
             await reader.readline()
-            finishes.append(time.monotonic())
+            mine.append(time.monotonic())
 
     async def run():
-        tasks = [asyncio.create_task(session()) for _ in range(connections)]
+        opened: list = []
+        go = asyncio.Event()
+        tasks = [asyncio.create_task(session(opened, go)) for _ in range(connections)]
+        deadline = time.monotonic() + 60
+        while len(opened) < connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        go.set()
         await asyncio.sleep(seconds)
         for t in tasks:
             t.cancel()
@@ -168,8 +185,7 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
 
     _raise_open_files(connections + 256)
     asyncio.run(run())
-    since = max(finishes) - seconds * 0.7 if finishes else 0
-    return sum(1 for f in finishes if f > since) / (seconds * 0.7)
+    return sum((len(f) - 1) / (f[-1] - f[0]) for f in finishes if len(f) >= 2 and f[-1] > f[0])
 
 
 def measure(url: str, smtp: str, runners: int, connections: int, seconds: float, delay: float,
@@ -204,7 +220,9 @@ def measure(url: str, smtp: str, runners: int, connections: int, seconds: float,
             if n >= total:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {n:,} of {total:,} sent in time")
+                if n < total * 0.9:
+                    raise RuntimeError(f"only {n:,} of {total:,} sent in time")
+                break  # the window is complete; a few retried mails wait for their backoff
             time.sleep(0.25)
         rss = max(peak_rss_mb(p) for p in pids)
         first, last = int(total * 0.1), int(total * 0.9)

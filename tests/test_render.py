@@ -145,3 +145,15 @@ def test_the_envelope_recipient_is_what_parseaddr_reads(address):
     except RenderError:
         return
     assert rcpt == (parseaddr(address)[1] or address)
+
+
+def test_jinja_globals_reach_all_three_templates(r):
+    # Template.render builds the context itself: the environment's globals
+    # (range, namespace, ...) must still be there, and a variable may shadow one.
+    r.load([{"key": "g", "updated_at": 1, "subject": "{{ range(3) | list | length }} {{ cycler }}",
+             "body_text": "{% for i in range(2) %}{{ i }}{% endfor %}",
+             "body_html": "{% set ns = namespace(n=1) %}<p>{{ ns.n }}</p>"}])
+    m = _parse(r.build({**ROW, "template_key": "g", "template_vars": {"cycler": "shadowed"}}).data)
+    assert m["Subject"] == "3 shadowed"
+    assert m.get_body(("plain",)).get_content().strip() == "01"
+    assert m.get_body(("html",)).get_content().strip() == "<p>1</p>"

@@ -202,8 +202,8 @@ BEGIN
   -- The limited windows of the names: a key per window that has a limit (a
   -- missing per-second limit costs no row), each once, in key order; and how
   -- many of them have no row yet.
-  SELECT coalesce(array_agg(k.key ORDER BY k.key), '{}'), coalesce(array_agg(k.lim ORDER BY k.key), '{}'),
-         coalesce(array_agg(k.win ORDER BY k.key), '{}'),
+  SELECT coalesce(array_agg(k.key ORDER BY k.key COLLATE "C"), '{}'), coalesce(array_agg(k.lim ORDER BY k.key COLLATE "C"), '{}'),
+         coalesce(array_agg(k.win ORDER BY k.key COLLATE "C"), '{}'),
          count(*) FILTER (WHERE NOT EXISTS (SELECT FROM mailroom.rate_limits x WHERE x.key = k.key))
     INTO v_keys, v_lims, v_wins, v_absent
   FROM (SELECT DISTINCT p_prefix || u.name || w.suffix AS key, w.lim, w.win
@@ -219,11 +219,16 @@ BEGIN
   -- another claim whose insertion waits behind those locks; a subtransaction
   -- to give the locks back would make every later update of a locked row
   -- create a MultiXact. Then every row is locked in key order (claims
-  -- cannot deadlock) until commit and judged: FOR UPDATE returns each row's
+  -- cannot deadlock: the keys' lookups, each locking its row, run in the
+  -- order of v_keys, the table's key order) until commit and judged: FOR UPDATE returns each row's
   -- newest committed version and its ctid, under which the caller records
   -- the spend without another key lookup (nobody else can change the row
   -- until this transaction ends). A row the sweep removed in between is
-  -- inserted and locked on a second pass.
+  -- inserted and locked on a second pass. Each key is its own lookup (a
+  -- LATERAL subquery): joined to the table instead, this function's
+  -- enable_hashjoin let a generic plan made while rate_limits looked empty
+  -- (statistics left by a sweep) hash the whole table on every claim, cost
+  -- O(domains mailed) again (issue 13, hole 6).
   FOR v_pass IN 1 .. 2 LOOP
     IF v_absent > 0 THEN
       INSERT INTO mailroom.rate_limits AS r (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
@@ -240,10 +245,10 @@ BEGIN
       INTO v_got, v_avail, v_rows
     FROM (SELECT r.ctid, r.key, r.algorithm, r.window_length, r.slots, r.slot_hits, u.lim, u.w,
                  CASE u.w WHEN interval '1 second' THEN v_sec ELSE v_min END AS slot
-          FROM mailroom.rate_limits r
-          JOIN unnest(v_keys, v_lims, v_wins) AS u(k, lim, w) ON u.k = r.key
-          ORDER BY r.key
-          FOR UPDATE OF r) AS b
+          FROM unnest(v_keys, v_lims, v_wins) AS u(k, lim, w)
+          CROSS JOIN LATERAL (SELECT x.ctid, x.key, x.algorithm, x.window_length, x.slots, x.slot_hits
+                              FROM mailroom.rate_limits x WHERE x.key = u.k
+                              FOR UPDATE) AS r) AS b
     CROSS JOIN LATERAL mailroom._rate_slots_used(b.slots, b.slot_hits, b.slot) AS us;
     v_absent := cardinality(v_keys) - cardinality(v_got);
     EXIT WHEN v_absent = 0;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:enqueue
 BEGIN;
-SELECT plan(52);
+SELECT plan(54);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -143,6 +143,30 @@ SET LOCAL ROLE mailroom_runner;
 SELECT throws_ok($$SELECT mailroom.enqueue('runner@example.com', 'Hi', 'Body')$$, '42501',
   'permission denied for function enqueue', 'the runner role cannot enqueue');
 RESET ROLE;
+
+-- enqueue tests the subject inline and calls _check_header_text only for a
+-- subject that fails: both must refuse exactly the same subjects.
+CREATE FUNCTION pg_temp.subject_refused(p_subject text, p_by_enqueue boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_by_enqueue THEN
+    PERFORM mailroom.enqueue('ann@example.com', p_subject, 'Body');
+  ELSE
+    PERFORM mailroom._check_header_text('subject', p_subject);
+  END IF;
+  RETURN false;
+EXCEPTION WHEN invalid_parameter_value THEN
+  RETURN true;
+END
+$$;
+SELECT is((SELECT array_agg(cp ORDER BY cp) FROM (
+             SELECT cp FROM generate_series(1, 255) cp UNION ALL SELECT cp FROM generate_series(8192, 8240) cp
+             UNION ALL SELECT unnest(ARRAY[12288, 65279, 65533])) c
+           WHERE pg_temp.subject_refused('Hi ' || chr(cp) || ' there', true)
+                 IS DISTINCT FROM pg_temp.subject_refused('Hi ' || chr(cp) || ' there', false)),
+          NULL, 'enqueue refuses a subject with a given character exactly when _check_header_text does');
+SELECT is(ARRAY[pg_temp.subject_refused(repeat('s', 65536), true), pg_temp.subject_refused(repeat('s', 65537), true)],
+          ARRAY[false, true], 'a subject of 64 KiB is taken, one byte more is refused');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -153,7 +153,9 @@ def _is_auto_reply(msg: Message) -> bool:
     auto = (msg.get("Auto-Submitted") or "").strip().lower()
     if auto and not auto.startswith("no"):
         return True
-    if msg.get("X-Autoreply") or msg.get("X-Autorespond") or msg.get("X-Auto-Response-Suppress"):
+    # (not X-Auto-Response-Suppress: it asks others not to auto-reply, and a
+    # person's reply may carry it)
+    if msg.get("X-Autoreply") or msg.get("X-Autorespond"):
         return True
     if (msg.get("Precedence") or "").strip().lower() == "auto_reply":
         return True

@@ -61,16 +61,7 @@ class Store:
         self.pool.close()
 
     def missing_functions(self) -> list[str]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT f.name FROM unnest(%(names)s::text[]) AS f(name)"
-                " WHERE NOT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                "                   WHERE n.nspname = 'mailroom' AND p.proname = f.name"
-                "                     AND has_schema_privilege(n.oid, 'USAGE')"
-                "                     AND has_function_privilege(p.oid, 'EXECUTE'))"
-                " ORDER BY 1",
-                {"names": list(queries.FEEDBACK_FUNCTIONS)}).fetchall()
-        return [r["name"] for r in rows]
+        return queries.missing_functions(self.pool, queries.FEEDBACK_FUNCTIONS)
 
     def save(self, verdict: bounces.Verdict, raw: bytes, envelope_from: str, rcpts: list[str]) -> str:
         """Store it; returns what was stored (for the log). Raises when the

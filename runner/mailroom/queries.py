@@ -88,6 +88,11 @@ RUNNER_FUNCTIONS = ("claim_batch", "mark_outcomes", "extend_lease", "release", "
 def missing_runner_functions(pool) -> list[str]:
     """The runner functions this role cannot execute (missing, or no EXECUTE
     privilege), by name: signatures change between releases, names do not."""
+    return missing_functions(pool, RUNNER_FUNCTIONS)
+
+
+def missing_functions(pool, names) -> list[str]:
+    """Those of the mailroom functions `names` this role cannot execute, in order."""
     rows = _call(
         pool,
         "SELECT f.name FROM unnest(%(names)s::text[]) AS f(name)"
@@ -96,7 +101,7 @@ def missing_runner_functions(pool) -> list[str]:
         "                     AND has_schema_privilege(n.oid, 'USAGE')"
         "                     AND has_function_privilege(p.oid, 'EXECUTE'))"
         " ORDER BY 1",
-        {"names": list(RUNNER_FUNCTIONS)},
+        {"names": list(names)},
     )
     return [r["name"] for r in rows]
 

@@ -42,7 +42,7 @@ import os
 import re
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -94,7 +94,6 @@ class FeedbackConfig:
     sendgrid_public_key: ec.EllipticCurvePublicKey | None = None
     max_age: int = 300                    # seconds a Mailgun or SendGrid timestamp may be off
     pool_size: int = 4
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: dict | None = None, **overrides) -> "FeedbackConfig":

@@ -38,6 +38,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('enqueues_settled()', 'runner', 'definer'),
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
   ('find_messages(text, integer)', 'operator', 'definer'),
+  ('failures_by_sender(interval)', 'operator', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),

@@ -91,6 +91,9 @@ def main() -> None:
                   f" in {time.perf_counter() - t0:.1f} s")
             some = conn.execute("SELECT id, delivery_key, to_address FROM mailroom.contents"
                                 " WHERE delivery_key = %s", (f"h-{args.history - 1234}",)).fetchone()
+            # Message-IDs and recipients are looked for among the latest mail: a campaign's.
+            recent = conn.execute("SELECT delivery_key, to_address FROM mailroom.contents"
+                                  " WHERE campaign_id IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET 5000").fetchone()
         try:
             operator_url = re.sub(r"//[^@/]*@", f"//{role}@", url, count=1)
             app = create_app(operator_url, accounts=Accounts.parse(f"bench:{hash_password('bench')}", "bench"),
@@ -100,7 +103,7 @@ def main() -> None:
             token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
             assert client.post("/login", data={"csrf_token": token, "username": "bench", "password": "bench"}
                                ).status_code == 302
-            mid = message_id(some[1], "bench.invalid")
+            mid = message_id(recent[0], "bench.invalid")
             pages = [
                 ("overview", "/"),
                 ("campaigns", "/campaigns"),
@@ -108,7 +111,8 @@ def main() -> None:
                 ("message by id", f"/messages/{some[0]}"),
                 ("find by delivery key", f"/messages?q={some[1]}"),
                 ("find by Message-ID", f"/messages?q={mid}"),
-                ("find by recipient", f"/messages?q={some[2]}"),
+                ("find by recipient", f"/messages?q={recent[1]}"),
+                ("find, no match (full scan)", "/messages?q=nobody@example.invalid"),
                 ("suppressions", "/suppressions"),
                 ("suppression search", "/suppressions?q=s1999"),
                 ("schedules", "/schedules"),
@@ -129,6 +133,7 @@ def main() -> None:
                     print(f"FAIL: {label} answered {response.status_code}", file=sys.stderr)
                     sys.exit(1)
                 worst = max(worst, (label, best), key=lambda x: x[1])
+            print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} (2 shared cores)")
             target(f"slowest console page over {args.history:,} mails of history ({worst[0]}) < {TARGET_MS} ms",
                    f"{worst[1]:.0f} ms", worst[1] < TARGET_MS)
             app.extensions["mailroom"]["db"].close()

@@ -7,6 +7,7 @@ DROP FUNCTION mailroom.schedule_list(integer);
 DROP FUNCTION mailroom.suppression_search(text, integer);
 DROP FUNCTION mailroom.send_rate_usage();
 DROP FUNCTION mailroom.overdue_counts(interval);
+DROP FUNCTION mailroom.failures_by_sender(interval);
 DROP FUNCTION mailroom.throughput(interval, interval);
 DROP FUNCTION mailroom._throughput(interval, interval, timestamptz);
 

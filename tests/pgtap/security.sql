@@ -40,6 +40,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('extend_lease(bigint[], uuid, interval)', 'runner', 'definer'),
   ('feedback_message_id_matches(bigint, text)', 'feedback', 'definer'),
   ('find_messages(text, integer)', 'operator', 'definer'),
+  ('failures_by_sender(interval)', 'operator', 'definer'),
   ('finish_campaigns()', 'operator', 'definer'),
   ('get_templates(text[])', 'operator,runner', 'definer'),
   ('inspect(text)', 'operator', 'definer'),

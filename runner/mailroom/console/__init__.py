@@ -244,7 +244,7 @@ def _install_views(app: Flask) -> None:
         got = _db().all_at_once(
             now="SELECT now() AS now", stats=sql.QUEUE_STATS, overdue=sql.OVERDUE_BY_SENDER,
             throughput=(sql.THROUGHPUT, {"window": "1 day", "bucket": "1 minute"}),
-            runner_warnings=sql.RUNNER_WARNINGS, runners=sql.RUNNERS)
+            failures=sql.FAILURES_BY_SENDER, runner_warnings=sql.RUNNER_WARNINGS, runners=sql.RUNNERS)
         now, stats = got["now"][0]["now"], got["stats"]
         overdue = {r["sender"]: r["overdue"] for r in got["overdue"]}
         minute_rows = [r for r in got["throughput"] if r["bucket_start"] > now - dt.timedelta(hours=1, minutes=1)]
@@ -269,9 +269,9 @@ def _install_views(app: Flask) -> None:
         for sender, n in overdue.items():
             if not has_stream:
                 row_for(sender)["overdue"] = n
-        for r in hour_rows:
-            if r["failed"] and not has_stream:
-                row_for(r["sender"])["failed_day"] += r["failed"]
+        for r in got["failures"]:
+            if not has_stream:
+                row_for(r["sender"])["failed_day"] = r["failed"]
         warnings = [r for r in stats if r["kind"] == "warning"] + got["runner_warnings"]
         minute = charts.buckets(minute_rows, now, dt.timedelta(hours=1), dt.timedelta(minutes=1))
         hour = charts.buckets(hour_rows, now, dt.timedelta(days=1), dt.timedelta(hours=1))

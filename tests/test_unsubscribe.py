@@ -70,11 +70,17 @@ class Served:
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 content_type: str = "application/x-www-form-urlencoded") -> tuple[int, str, dict]:
+        """(status, page, headers); status 0 when the server cut the request
+        off before it was sent whole (it answers an oversized request line
+        with 414 and closes, and the client's unsent rest then meets a closed
+        socket, so whether the 414 can still be read is a matter of timing)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.server.server_port, timeout=10)
         try:
             conn.request(method, path, body=body, headers={"Content-Type": content_type} if body is not None else {})
             resp = conn.getresponse()
             return resp.status, resp.read().decode("utf-8", "replace"), dict(resp.getheaders())
+        except (BrokenPipeError, ConnectionResetError):
+            return 0, "", {}
         finally:
             conn.close()
 
@@ -212,6 +218,8 @@ def test_bad_tokens_and_hostile_input_write_nothing(conn, served, keys_file):
     for name, token in bad.items():
         for body in (ONE_CLICK, None):
             status, page, _ = served.request("POST" if body else "GET", "/u/" + token, body)
+            if name == "huge" and status == 0:
+                continue  # cut off before it was sent whole: refused all the same
             assert status in (400, 404, 405, 414, 431), (name, status)
             if token:
                 assert status in (400, 414, 431), (name, status, page[:200])
@@ -226,7 +234,7 @@ def test_bad_tokens_and_hostile_input_write_nothing(conn, served, keys_file):
     }
     for name, (body, ctype) in hostile_bodies.items():
         status, _, _ = served.request("POST", "/u/" + good, body, ctype)
-        assert status in (400, 413), (name, status)
+        assert status in (400, 413) or (name == "huge body" and status == 0), (name, status)
     assert suppressions(conn) == [], "nothing was written"
     assert served.request("GET", "/u/" + good)[0] == 200
     assert suppressions(conn) == [], "GET never unsubscribes"

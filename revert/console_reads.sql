@@ -2,6 +2,7 @@
 
 BEGIN;
 
+DROP FUNCTION mailroom.campaign_summaries(integer);
 DROP FUNCTION mailroom.find_messages(text, integer);
 DROP FUNCTION mailroom.schedule_list(integer);
 DROP FUNCTION mailroom.suppression_search(text, integer);

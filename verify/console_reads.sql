@@ -9,6 +9,7 @@ SELECT has_function_privilege('mailroom_operator', 'mailroom.throughput(interval
        has_function_privilege('mailroom_operator', 'mailroom.suppression_search(text, integer)', 'execute'),
        has_function_privilege('mailroom_operator', 'mailroom.schedule_list(integer)', 'execute'),
        has_function_privilege('mailroom_operator', 'mailroom.find_messages(text, integer)', 'execute'),
+       has_function_privilege('mailroom_operator', 'mailroom.campaign_summaries(integer)', 'execute'),
        has_function_privilege('mailroom._throughput(interval, interval, timestamptz)', 'execute');
 
 ROLLBACK;

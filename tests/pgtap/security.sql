@@ -30,6 +30,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cache_unlock(text)', 'app', 'definer'),
   ('cancel(bigint[], text)', 'operator', 'definer'),
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
+  ('campaign_summaries(integer)', 'operator', 'definer'),  -- the console's campaigns page
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
   ('define_stream(text, boolean, text)', 'operator', 'definer'),

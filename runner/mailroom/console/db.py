@@ -125,7 +125,8 @@ RUNNER_WARNINGS = "SELECT * FROM mailroom.runner_warnings()"
 RUNNERS = "SELECT * FROM mailroom.runner_status WHERE state <> 'stopped' OR stopped_at > now() - interval '1 hour'"
 THROUGHPUT = "SELECT * FROM mailroom.throughput(%(window)s::interval, %(bucket)s::interval)"
 FAILURES_BY_SENDER = "SELECT * FROM mailroom.failures_by_sender(interval '1 day')"
-CAMPAIGNS = "SELECT * FROM mailroom.campaign_progress ORDER BY campaign_id DESC LIMIT 200"
+# Not campaign_progress: it reads every campaign's history on each call.
+CAMPAIGNS = "SELECT * FROM mailroom.campaign_summaries(200)"
 CAMPAIGN_ACTIONS = {
     "pause": "SELECT mailroom.pause_campaign(%(id)s) AS result",
     "resume": "SELECT mailroom.resume_campaign(%(id)s) AS result",

@@ -285,22 +285,23 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  -- Message-IDs and recipients have no index (one more B-tree on every
-  -- enqueue for a console search is not worth it), so they are looked for
-  -- among the latest p_scan mails by id: a primary-key range, bounded
-  -- however long the history. The Message-ID is the runner's
-  -- sha256(delivery key) (render.message_id), with or without <> and domain.
-  SELECT max(c.id) INTO v_newest FROM mailroom.contents c;
+  -- A Message-ID the runner wrote (<sha256hex@domain>, with or without the
+  -- brackets, or the bare digest): message_lookup's index, over all of
+  -- history. message_by_message_id does not compare the domain, so a bare
+  -- digest is given one.
   v_hex := substring(lower(v_query) FROM '^<?([0-9a-f]{40})(@[^>]*)?>?$');
   IF v_hex IS NOT NULL THEN
     RETURN QUERY
     SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'message_id'::text
     FROM mailroom.contents c
-    WHERE c.id > v_newest - p_scan
-      AND left(encode(sha256(convert_to(c.delivery_key, 'UTF8')), 'hex'), 40) = v_hex
-    ORDER BY c.id DESC LIMIT 1;
+    WHERE c.id = mailroom.message_by_message_id('<' || v_hex || '@any>');
     RETURN;
   END IF;
+  -- Recipients have no index (one more B-tree on every enqueue for a
+  -- console search is not worth it), so they are looked for among the
+  -- latest p_scan mails by id: a primary-key range, bounded however long
+  -- the history.
+  SELECT max(c.id) INTO v_newest FROM mailroom.contents c;
   RETURN QUERY
   SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'recipient'::text
   FROM mailroom.contents c
@@ -312,7 +313,7 @@ ALTER FUNCTION mailroom.find_messages(text, integer) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.find_messages(text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.find_messages(text, integer) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.find_messages(text, integer) IS
-  'Operators: mail by delivery key or id (any age), else by Message-ID (<sha256hex@domain>, as the runner writes it) or recipient address (case-insensitive, newest 100) among the latest p_scan mails; matched_by says which. inspect(id) shows one with its ledger.';
+  'Operators: mail by delivery key, id or Message-ID (<sha256hex@domain>, as the runner writes it; message_by_message_id) at any age, else by recipient address (case-insensitive, newest 100) among the latest p_scan mails; matched_by says which. inspect(id) shows one with its ledger.';
 
 -- The campaigns page. campaign_progress joins every campaign's contents to
 -- the queue and to its finishing ledger rows on each read, O(history of its

@@ -71,8 +71,12 @@ test-steps: pgtap pytest revert-redeploy
 pgtap:
 	$(PG_ENV) pg_prove --failures --comments tests/pgtap/*.sql
 
+# Two workers, a file each at a time (a file's tests share its module
+# fixtures and role names): most of a test's time is spent waiting on
+# runners, sinks and timeouts, so two workers fit on two cores.
+PYTEST_WORKERS ?= 2
 pytest:
-	$(PYTEST) -q
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # A broken revert is found here, before a DBA needs it.
 revert-redeploy:

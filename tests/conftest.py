@@ -4,6 +4,7 @@ server named by MAILROOM_TEST_DSN, a libpq URL of a superuser connection)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -22,7 +23,7 @@ from psycopg.rows import dict_row
 
 from mailroom.embedded import PG_BIN, SUPERUSER, Cluster, _as_owner, _running_as_root, project_root
 
-TEMPLATE = "mailroom_test_template"
+TEMPLATE_PREFIX = "mailroom_test_template"
 
 
 def with_database(url: str, database: str) -> str:
@@ -45,22 +46,54 @@ def _drop_database(admin: psycopg.Connection, name: str) -> None:
     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@contextmanager
+def _run_lock(testrun_uid: str) -> Iterator[Path]:
+    """An exclusive lock shared by the xdist workers of one run, and the file
+    beside it that counts the workers using the run's template."""
+    base = Path(tempfile.gettempdir()) / f"mailroom-test-{testrun_uid}"
+    with open(f"{base}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield Path(f"{base}.users")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _count_user(users: Path, delta: int) -> int:
+    n = (int(users.read_text()) if users.exists() else 0) + delta
+    users.write_text(str(n))
+    return n
+
+
 @pytest.fixture(scope="session")
-def template_db(server_url: str) -> Iterator[str]:
-    """Deploy the whole Sqitch plan once into a template database."""
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        _drop_database(admin, TEMPLATE)
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
-    target = "db:pg:" + with_database(server_url, TEMPLATE).split(":", 1)[1]
-    root = Cluster.for_checkout().root
-    deployed = subprocess.run(
-        ["sqitch", "deploy", "--target", target], cwd=root, capture_output=True, text=True
-    )
-    if deployed.returncode != 0:
-        pytest.fail("sqitch deploy into the test template failed:\n" + deployed.stdout + deployed.stderr)
-    yield TEMPLATE
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        _drop_database(admin, TEMPLATE)
+def template_db(server_url: str, testrun_uid: str) -> Iterator[str]:
+    """Deploy the whole Sqitch plan once per run into a template database.
+    The workers of a parallel run (pytest-xdist) share it: the first one
+    deploys it, the last one drops it; cloning from it concurrently is safe."""
+    template = f"{TEMPLATE_PREFIX}_{testrun_uid[:12]}"
+    with _run_lock(testrun_uid) as users:
+        if _count_user(users, +1) == 1:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                # Templates that an interrupted run left behind.
+                for (stale,) in admin.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE %s", (TEMPLATE_PREFIX + "%",)
+                ).fetchall():
+                    _drop_database(admin, stale)
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template)))
+            target = "db:pg:" + with_database(server_url, template).split(":", 1)[1]
+            deployed = subprocess.run(
+                ["sqitch", "deploy", "--target", target],
+                cwd=Cluster.for_checkout().root, capture_output=True, text=True,
+            )
+            if deployed.returncode != 0:
+                _count_user(users, -1)
+                pytest.fail("sqitch deploy into the test template failed:\n" + deployed.stdout + deployed.stderr)
+    yield template
+    with _run_lock(testrun_uid) as users:
+        if _count_user(users, -1) == 0:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                _drop_database(admin, template)
+            users.unlink()
 
 
 @contextmanager

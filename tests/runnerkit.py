@@ -96,17 +96,19 @@ def enqueue(conn, to: str, **kw) -> int:
     return conn.execute(sql, params).fetchone()["id"]
 
 
-def enqueue_many(conn, prefix: str, n: int, *, on_ambiguous: str = "retry", due_ago: str = "0 seconds") -> list[str]:
+def enqueue_many(conn, prefix: str, n: int, *, on_ambiguous: str = "retry", due_ago: str = "0 seconds",
+                 max_attempts: int = 5) -> list[str]:
     """n mails with delivery keys prefix-1..prefix-n (to the key @example.com),
     enqueued in one statement; returns the keys."""
     keys = [f"{prefix}-{i}" for i in range(1, n + 1)]
     conn.execute(
         """
         SELECT mailroom.enqueue(k || '@example.com', 'Drill', 'Body', p_delivery_key => k,
-                                p_on_ambiguous => %(policy)s, p_send_at => now() - %(ago)s::interval)
+                                p_on_ambiguous => %(policy)s, p_send_at => now() - %(ago)s::interval,
+                                p_max_attempts => %(attempts)s)
         FROM unnest(%(keys)s::text[]) AS k
         """,
-        {"keys": keys, "policy": on_ambiguous, "ago": due_ago},
+        {"keys": keys, "policy": on_ambiguous, "ago": due_ago, "attempts": max_attempts},
     )
     return keys
 

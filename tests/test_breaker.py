@@ -169,7 +169,8 @@ def test_a_claim_that_saw_the_pause_does_not_park_mail_behind_a_resume(db_url, c
         t.start()
         # The claim waits for the resume (or, without the re-check, is done already).
         wait_for(lambda: not t.is_alive() or conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claim_batch%'"
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE '%claim_batch%'"
         ).fetchone()["n"] == 1, what="the claim to wait on the pause row")
         operator.commit()
         t.join(10)

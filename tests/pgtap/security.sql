@@ -31,6 +31,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cancel(bigint[], text)', 'operator', 'definer'),
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
   ('campaign_summaries(integer)', 'operator', 'definer'),  -- the console's campaigns page
+  ('_campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone)', 'app,operator', 'definer'),  -- campaign_progress's readers call it
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
   ('define_stream(text, boolean, text)', 'operator', 'definer'),

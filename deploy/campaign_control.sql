@@ -196,6 +196,54 @@ GRANT EXECUTE ON FUNCTION mailroom.finish_campaigns() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.finish_campaigns() IS
   'Housekeeping (pg_cron job mailroom-materialize): mark active campaigns with nothing queued, sending or paused as done. Returns how many.';
 
+-- The ETA and its note, from a campaign's counts; campaign_progress and
+-- console_reads' campaign_summaries count differently (all of a campaign's
+-- mail, or the hot queue and an index-only total) and both show this.
+-- Mail a send window holds (claim_batch re-times it to the window's next
+-- opening), mail due later by send_at and retries in backoff cannot go
+-- before its run_at: the ETA is the later of sending what is due now and
+-- sending what waits once the last of it is due, both at the last minute's
+-- rate (v0.4 divided everything queued by the rate and said 3 minutes for
+-- mail held until 07:00). It reads no table; whoever reads the view must be
+-- able to execute it (a view's functions run with its reader's rights), so
+-- it is a definer function like every other one a group role may call.
+CREATE FUNCTION mailroom._campaign_eta(
+  p_status           text,
+  p_queued           bigint,
+  p_sending          bigint,
+  p_due              bigint,
+  p_waiting          bigint,
+  p_sent_last_minute bigint,
+  p_next_due_at      timestamptz,
+  p_last_due_at      timestamptz,
+  OUT eta            interval,
+  OUT eta_note       text
+)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT CASE WHEN p_sent_last_minute > 0 AND p_status = 'active'
+              THEN greatest((p_due + p_sending) * interval '60 seconds' / p_sent_last_minute,
+                            (p_last_due_at - now()) + p_waiting * interval '60 seconds' / p_sent_last_minute) END,
+         CASE WHEN p_status <> 'active' THEN format('no ETA: the campaign is %s', p_status)
+              WHEN p_queued + p_sending = 0 THEN NULL
+              WHEN p_sent_last_minute = 0 AND p_due + p_sending = 0
+                THEN format('no ETA: nothing is due before %s (a send window, send_at or retry backoff), and no rate to go by',
+                            p_next_due_at)
+              WHEN p_sent_last_minute = 0 THEN 'no ETA: nothing was sent in the last minute, so there is no rate to go by'
+              WHEN p_waiting > 0
+                THEN format('%s mail(s) wait until %s at the latest (send windows, send_at, retry backoff): counted from then at the current rate',
+                            p_waiting, p_last_due_at)
+         END
+$$;
+ALTER FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz)
+  TO mailroom_operator, mailroom_app;
+COMMENT ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz) IS
+  'Internal (campaign_progress, campaign_summaries): a campaign''s ETA at the last minute''s rate, waiting for mail not yet due until the last of it is, and eta_note saying why the ETA is NULL or what it assumed. Reads no table.';
+
 -- Per campaign, from the tables (not the messages view): its contents rows
 -- by contents_campaign_idx, each one's live queue row by
 -- primary key, or else its finishing ledger row by attempts_finished_idx.
@@ -209,30 +257,13 @@ SELECT k.id AS campaign_id,
        s.sent_last_minute,
        round(s.sent_last_minute / 60.0, 2) AS send_rate_per_second,
        now() - s.oldest_due AS oldest_queued_age,
-       -- Mail a send window holds (claim_batch re-times it to the window's
-       -- next opening), mail due later by send_at and retries in backoff
-       -- cannot go before its run_at: the ETA is the later of sending what is
-       -- due now and sending what waits once the last of it is due, both at
-       -- the current rate (v0.4 divided everything queued by the rate and
-       -- said 3 minutes for mail held until 07:00).
-       CASE WHEN s.sent_last_minute > 0 AND k.status = 'active'
-            THEN greatest((s.due + s.sending) * interval '60 seconds' / s.sent_last_minute,
-                          (s.last_due_at - now()) + s.waiting * interval '60 seconds' / s.sent_last_minute) END AS eta,
+       e.eta,
        k.created_at,
        k.finished_at,
        s.due,
        s.waiting,
        s.next_due_at,
-       CASE WHEN k.status <> 'active' THEN format('no ETA: the campaign is %s', k.status)
-            WHEN s.queued + s.sending = 0 THEN NULL
-            WHEN s.sent_last_minute = 0 AND s.due + s.sending = 0
-              THEN format('no ETA: nothing is due before %s (a send window, send_at or retry backoff), and no rate to go by',
-                          s.next_due_at)
-            WHEN s.sent_last_minute = 0 THEN 'no ETA: nothing was sent in the last minute, so there is no rate to go by'
-            WHEN s.waiting > 0
-              THEN format('%s mail(s) wait until %s at the latest (send windows, send_at, retry backoff): counted from then at the current rate',
-                          s.waiting, s.last_due_at)
-       END AS eta_note
+       e.eta_note
 FROM mailroom.campaigns k
 CROSS JOIN LATERAL (
   SELECT count(*) AS total,
@@ -254,7 +285,9 @@ CROSS JOIN LATERAL (
   LEFT JOIN mailroom.queue q ON q.id = c.id
   LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL
   WHERE c.campaign_id = k.id
-) s;
+) s
+CROSS JOIN LATERAL mailroom._campaign_eta(k.status, s.queued, s.sending, s.due, s.waiting, s.sent_last_minute,
+                                          s.next_due_at, s.last_due_at) e;
 ALTER VIEW mailroom.campaign_progress OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.campaign_progress FROM PUBLIC;
 GRANT SELECT ON mailroom.campaign_progress TO mailroom_operator, mailroom_app;

@@ -323,7 +323,7 @@ COMMENT ON FUNCTION mailroom.find_messages(text, integer) IS
 -- counts from the hot queue (each live row's campaign by a primary-key probe
 -- of contents: O(live mail)), finished = total - live, and the last
 -- minute's sends from attempts_finished_at_idx. The ETA and its note are
--- campaign_progress's (pgTAP checks the two agree).
+-- campaign_progress's: both call mailroom._campaign_eta (pgTAP checks the two agree).
 CREATE FUNCTION mailroom.campaign_summaries(p_limit integer DEFAULT 200)
 RETURNS TABLE (campaign_id bigint, name text, status text, priority smallint, send_at timestamptz,
                total bigint, finished bigint, queued bigint, paused bigint, sending bigint, review bigint,
@@ -396,24 +396,12 @@ BEGIN
          s.sent_last_minute,
          round(s.sent_last_minute / 60.0, 2),
          now() - s.oldest_due,
-         -- campaign_progress's ETA: the later of sending what is due now and
-         -- sending what waits (send windows, send_at, backoff) once the last
-         -- of it is due, both at the last minute's rate.
-         CASE WHEN s.sent_last_minute > 0 AND s.status = 'active'
-              THEN greatest((s.due + s.sending) * interval '60 seconds' / s.sent_last_minute,
-                            (s.last_due_at - now()) + s.waiting * interval '60 seconds' / s.sent_last_minute) END,
+         e.eta,  -- campaign_progress's, from the same function
          s.created_at, s.finished_at, s.due, s.waiting, s.next_due_at,
-         CASE WHEN s.status <> 'active' THEN format('no ETA: the campaign is %s', s.status)
-              WHEN s.queued + s.sending = 0 THEN NULL
-              WHEN s.sent_last_minute = 0 AND s.due + s.sending = 0
-                THEN format('no ETA: nothing is due before %s (a send window, send_at or retry backoff), and no rate to go by',
-                            s.next_due_at)
-              WHEN s.sent_last_minute = 0 THEN 'no ETA: nothing was sent in the last minute, so there is no rate to go by'
-              WHEN s.waiting > 0
-                THEN format('%s mail(s) wait until %s at the latest (send windows, send_at, retry backoff): counted from then at the current rate',
-                            s.waiting, s.last_due_at)
-         END
+         e.eta_note
   FROM s
+  CROSS JOIN LATERAL mailroom._campaign_eta(s.status, s.queued, s.sending, s.due, s.waiting, s.sent_last_minute,
+                                            s.next_due_at, s.last_due_at) e
   ORDER BY s.id DESC;
 END
 $$;

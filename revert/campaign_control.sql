@@ -7,6 +7,7 @@
 BEGIN;
 
 DROP VIEW mailroom.campaign_progress;
+DROP FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz);
 DROP FUNCTION mailroom.finish_campaigns();
 DROP FUNCTION mailroom.cancel_campaign(bigint);
 DROP FUNCTION mailroom.resume_campaign(bigint);

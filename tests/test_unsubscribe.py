@@ -35,8 +35,9 @@ from mailroom.signing import Keyring, new_key_line
 from mailroom.sink import Sink
 from mailroom.unsubscribe import make_token, read_token, TokenError
 from mailroom.unsubscribe_app import create_app, make_dev_server
+from tests.conftest import connect
 from tests.operatorkit import as_user
-from tests.runnerkit import RunnerProcess, enqueue, statuses
+from tests.runnerkit import RunnerProcess, enqueue, statuses, wait_for
 
 DOMAIN = "mail.tests.mailroom.invalid"
 MAILTO_DOMAIN = "unsub.tests.mailroom.invalid"
@@ -156,6 +157,7 @@ def test_one_click_unsubscribes_from_broadcast_only_at_claim_time(db_url, conn, 
     assert url.encode() in data.split(b"\r\n\r\n", 1)[1], "{{ unsubscribe_url }} is the same URL"
     assert read_token(Keyring.load(str(keys_file)), token).stream == "broadcast"
     assert token not in log, "the token (it carries the address) is not logged"
+    assert "unsubscribe.not_configured" not in log, "a runner with --unsubscribe-url does not warn"
 
     # DKIM covers both unsubscribe fields, and the mail verifies.
     dkim_sig = re.sub(r"\s+", "", header(data, "DKIM-Signature")[0])
@@ -272,3 +274,17 @@ def test_a_bad_keyring_stops_the_runner_at_start(db_url, conn, tmp_path, keys):
     assert log.startswith(f"mailroom: signing keys file {path}"), log
     assert statuses(conn) == {"queued": 1}, "nothing was claimed"
     assert not sink.messages
+
+
+def test_a_runner_without_an_unsubscribe_url_warns_at_start(db_url):
+    """Broadcast mail (unsubscribe_headers = true by default) would leave
+    without List-Unsubscribe: `mailroom run` says so once, at start, right
+    after runner.start (stopped once it has written its first heartbeat,
+    which follows the warning, to stay quick; the runner of
+    test_one_click_unsubscribes_… has --unsubscribe-url and does not warn)."""
+    with RunnerProcess(db_url, "null://") as bare, connect(db_url) as db:
+        wait_for(lambda: db.execute("SELECT count(*) AS n FROM mailroom.runner_status").fetchone()["n"] == 1,
+                 timeout=30, what="the runner's first heartbeat")
+        warned = [line for line in bare.log().splitlines() if "unsubscribe.not_configured" in line]
+        assert len(warned) == 1 and " WARNING " in warned[0] and "streams=broadcast" in warned[0], bare.log()
+        assert "--unsubscribe-url" in warned[0]

@@ -7,6 +7,7 @@ SELECT 1/has_function_privilege('mailroom_app', 'mailroom.resume_campaign(bigint
 SELECT 1/has_function_privilege('mailroom_app', 'mailroom.cancel_campaign(bigint)', 'execute')::int;
 SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.finish_campaigns()', 'execute')::int;
 SELECT 'mailroom._campaign_lock(bigint)'::regprocedure;
+SELECT 1/has_function_privilege('mailroom_app', 'mailroom._campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamptz, timestamptz)', 'execute')::int;
 SELECT campaign_id, name, status, total, queued, paused, sending, sent, failed, cancelled, review,
        sent_last_minute, send_rate_per_second, oldest_queued_age, eta, due, waiting, next_due_at, eta_note
 FROM mailroom.campaign_progress WHERE false;

@@ -15,4 +15,8 @@ BEGIN
 END
 $$;
 
+-- v0.4: the retention settings of prune_feedback have a type (22023 otherwise).
+SELECT mailroom._check_setting('feedback_retention', '90 days');
+SELECT mailroom._check_setting('inbound_unparsed_retention', '14 days');
+
 ROLLBACK;

@@ -8,6 +8,7 @@ import sys
 import click
 
 from mailroom import __version__, exitcodes
+from mailroom.devserver import listen_options
 
 
 class LazyGroup(click.Group):
@@ -115,9 +116,8 @@ def db_status() -> None:
 
 @main.command("webhooks")
 @click.option("--dsn", required=True, help="Database URL of a login role granted mailroom_feedback.")
-@click.option("--listen", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8025, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
-def webhooks_cmd(dsn: str, listen: str, port: int) -> None:
+@listen_options("webhooks", old_listen=True)
+def webhooks_cmd(dsn: str, host: str, port: int) -> None:
     """Provider webhooks (SES through SNS, Mailgun, SendGrid) on a development
     server. Keys and topics come from MAILROOM_SES_TOPIC_ARNS,
     MAILROOM_SES_CERT_FILES, MAILROOM_MAILGUN_SIGNING_KEY(_FILE),
@@ -138,7 +138,7 @@ def webhooks_cmd(dsn: str, listen: str, port: int) -> None:
     except Exception as e:  # psycopg_pool.PoolTimeout: the database cannot be reached
         _err(f"the database could not be reached: {e}")
         sys.exit(exitcodes.UNREACHABLE)
-    run_simple(listen, port, app, threaded=True)
+    run_simple(host, port, app, threaded=True)
 
 
 @main.command("unsubscribe-server")
@@ -146,8 +146,7 @@ def webhooks_cmd(dsn: str, listen: str, port: int) -> None:
               help="The database, as a login that is a member of mailroom_unsubscribe only.")
 @click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="The signing keys file; default: MAILROOM_SIGNING_KEYS_FILE or MAILROOM_SIGNING_KEYS.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8025, show_default=True, help="Port to listen on.")
+@listen_options("unsubscribe-server")
 def unsubscribe_server_cmd(dsn, signing_keys, host, port):
     """Serve one-click unsubscribe (RFC 8058) for development.
 

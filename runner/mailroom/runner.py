@@ -385,6 +385,8 @@ class Runner:
             sender=self.s.sender or "*", poll_interval=self.s.poll_interval,
             db_timeout=self.s.db_timeout,
         )
+        if not self.unsubscribe.enabled:
+            self._warn_if_unsubscribe_is_due()
         self.heartbeat.after_flush(self.pool)  # the first heartbeat: running from the start
         self._start_threads()
         try:
@@ -524,6 +526,21 @@ class Runner:
         except (queries.DatabaseUnavailable, queries.QueryError) as e:
             event(logging.WARNING, "streams.unavailable", error=str(e))
         self.streams_read_at = time.monotonic()
+
+    def _warn_if_unsubscribe_is_due(self) -> None:
+        """At start, without --unsubscribe-url: say so when a stream's mail
+        should carry unsubscribe headers (RFC 8058; bulk senders must offer
+        them), since this runner will send it without."""
+        try:
+            streams = queries.stream_settings(self.pool)
+        except (queries.DatabaseUnavailable, queries.QueryError) as e:
+            event(logging.WARNING, "streams.unavailable", error=str(e))
+            return
+        wanting = sorted(name for name, headers in streams.items() if headers)
+        if wanting:
+            event(logging.WARNING, "unsubscribe.not_configured", streams=",".join(wanting),
+                  hint="their mail goes out without List-Unsubscribe headers: give --unsubscribe-url "
+                       "(MAILROOM_UNSUBSCRIBE_URL) and signing keys; --unsubscribe-mailto alone adds none")
 
     def _claim(self) -> int:
         if self.unsubscribe.enabled and time.monotonic() - self.streams_read_at > 60:

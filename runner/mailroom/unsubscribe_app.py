@@ -165,6 +165,6 @@ class _QuietTokens(WSGIRequestHandler):
         self.log("info", '"%s %s" %s %s', self.command, path, code, size)
 
 
-def make_dev_server(app: flask.Flask, host: str = "127.0.0.1", port: int = 8025):
+def make_dev_server(app: flask.Flask, host: str = "127.0.0.1", port: int = 8027):
     """A threaded werkzeug server for development and tests (not for production)."""
     return make_server(host, port, app, threaded=True, request_handler=_QuietTokens)

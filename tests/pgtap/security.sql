@@ -31,6 +31,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cancel(bigint[], text)', 'operator', 'definer'),
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
   ('campaign_summaries(integer)', 'operator', 'definer'),  -- the console's campaigns page
+  ('_campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone)', 'app,operator', 'definer'),  -- campaign_progress's readers call it
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
   ('define_stream(text, boolean, text)', 'operator', 'definer'),
@@ -57,6 +58,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('overdue_counts(interval)', 'operator', 'definer'),
   ('pause_campaign(bigint)', 'app,operator', 'definer'),
   ('prune(interval, integer)', 'operator', 'definer'),
+  ('prune_feedback(integer)', 'operator', 'definer'),
   ('rate_limit(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sweep()', 'operator', 'definer'),
@@ -126,6 +128,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_materialize_schedules(integer, timestamp with time zone)', '', 'definer'),
   ('_next_occurrence(mailroom.cron_spec, text, timestamp with time zone)', '', 'definer'),
   ('_prune(interval, integer, timestamp with time zone)', '', 'definer'),
+  ('_prune_feedback(integer, timestamp with time zone)', '', 'definer'),
   ('_rate_check_args(text, integer, interval)', '', 'unpinned'),
   ('_rate_free_at(bigint[], integer[], integer, interval, timestamp with time zone)', '', 'unpinned'),
   ('_rate_limit(text, integer, interval, timestamp with time zone)', '', 'definer'),

@@ -6,18 +6,11 @@ import sys
 
 import click
 
-
-
-def _parse_bind(bind: str) -> tuple[str, int]:
-    host, sep, port = bind.rpartition(":")
-    if not sep or not port.isdigit() or not (0 < int(port) < 65536):
-        raise click.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:8025", param_hint="--bind")
-    return host.strip("[]") or "127.0.0.1", int(port)
+from mailroom.devserver import listen_options
 
 
 @click.command("web")
-@click.option("--bind", default="127.0.0.1:8025", show_default=True, envvar="MAILROOM_CONSOLE_BIND",
-              help="HOST:PORT to listen on. Loopback unless told: put a TLS reverse proxy in front for others.")
+@listen_options("web", old_bind_envvar="MAILROOM_CONSOLE_BIND")
 @click.option("--dsn", envvar=["MAILROOM_CONSOLE_DSN", "MAILROOM_DSN"], metavar="URL",
               help="libpq URL of a login that holds mailroom_operator and nothing more.")
 @click.option("--users-file", type=click.Path(dir_okay=False), envvar="MAILROOM_CONSOLE_USERS_FILE",
@@ -26,7 +19,7 @@ def _parse_bind(bind: str) -> tuple[str, int]:
               help="Take the operator's name from this request header (only behind a proxy that authenticates and sets it).")
 @click.option("--hash-password", is_flag=True,
               help="Read a password (twice, not echoed) and print its hash for the users file; then exit.")
-def web_cmd(bind, dsn, users_file, trust_header, hash_password):
+def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
     """The operator console in the browser (a development server; run it
     under gunicorn in production: docs/console.md)."""
     import logging
@@ -38,7 +31,6 @@ def web_cmd(bind, dsn, users_file, trust_header, hash_password):
         password = click.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
         click.echo(make_hash(password))
         return
-    host, port = _parse_bind(bind)
     from werkzeug.serving import make_server
 
     from mailroom.console import ConsoleConfigError, accounts_from_file, create_app

@@ -25,7 +25,9 @@ Options for investigating (make bench passes none of them): --configs 1x1024,
 --sessions (scrape each runner's Prometheus metrics every poll and print how
 many SMTP sessions sat idle waiting for claimed mail), --no-sink-alone,
 --profile DIR (py-spy record of the first runner over the window, if py-spy
-is installed), --rounds N (repeat the configurations), --ab DIR (each
+is installed), --trace DIR (each runner's send timeline, mailroom.sendtrace:
+how long a session takes from a reply to its next command, and how one
+mail's cycle is split), --rounds N (repeat the configurations), --ab DIR (each
 round also runs the runner package in DIR, e.g. main's runner/ copied there,
 in alternating order: an A/B in one run, for a busy machine, where CPU per
 mail is the figure to trust).
@@ -188,16 +190,86 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
     return sum((len(f) - 1) / (f[-1] - f[0]) for f in finishes if len(f) >= 2 and f[-1] > f[0])
 
 
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    v = sorted(values)
+    return (f"p50 {v[len(v) // 2] * 1000:6.1f}  p90 {v[int(len(v) * 0.9)] * 1000:6.1f}"
+            f"  p99 {v[int(len(v) * 0.99)] * 1000:6.1f}  ms")
+
+
+def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
+    """The send timelines (mailroom.sendtrace) of mail whose commands were
+    written inside the window: the split of one mail's cycle, and the event
+    loop's busy time per iteration (a reply that arrives while the loop is
+    busy waits for the next iteration)."""
+    import json
+
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "reply -> next command", "  reply -> job taken", "  job -> built", "  built -> command written",
+        "command -> 354 (sink's hold)", "354 -> body written", "body -> 250", "cycle (command to command)")}
+    busy, ready, spent, wall, pauses = [], [], 0.0, 0.0, []
+    for f in files:
+        data = json.loads(f.read_text())
+        for timeline in data["sessions"]:
+            mails, mail = [], None
+            for ev in timeline:
+                if ev[0] == "job":
+                    mail = {"job": ev[1], "replies": []}
+                    mails.append(mail)
+                elif mail is not None:
+                    if ev[0] == "reply":
+                        mail["replies"].append(ev[1])
+                    else:
+                        mail[ev[0]] = ev[1]
+            for prev, m in zip(mails, mails[1:]):
+                if not ("cmd" in m and "body" in m and len(m["replies"]) >= 4 and len(prev["replies"]) >= 4
+                        and "cmd" in prev and t_start <= m["cmd"] <= t_end):
+                    continue
+                last = prev["replies"][-1]
+                parts["reply -> next command"].append(m["cmd"] - last)
+                parts["  reply -> job taken"].append(m["job"] - last)
+                parts["  job -> built"].append(m["built"] - m["job"])
+                parts["  built -> command written"].append(m["cmd"] - m["built"])
+                parts["command -> 354 (sink's hold)"].append(m["replies"][2] - m["cmd"])
+                parts["354 -> body written"].append(m["body"] - m["replies"][2])
+                parts["body -> 250"].append(m["replies"][3] - m["body"])
+                parts["cycle (command to command)"].append(m["cmd"] - prev["cmd"])
+        loop = [it for it in data["loop"] if t_start <= it[1] <= t_end]
+        pauses += [(end - start, gen) for start, end, gen in data.get("gc", []) if t_start <= start <= t_end]
+        for (_, returned, n), (called, _, _) in zip(loop, loop[1:]):
+            busy.append(called - returned)
+            ready.append(n)
+        if loop:
+            spent += sum(called - returned for (_, returned, _), (called, _, _) in zip(loop, loop[1:]))
+            wall += loop[-1][1] - loop[0][1]
+    lines = [f"{name:<30} {_ms(v)}  ({len(v):,})" for name, v in parts.items()]
+    if busy:
+        ready.sort()
+        lines.append(f"{'loop busy per iteration':<30} {_ms(busy)}  ({len(busy):,} iterations,"
+                     f" ready events p50 {ready[len(ready) // 2]}, busy {spent / wall:.0%} of the time)")
+    for gen in (0, 1, 2):
+        mine = [p for p, g in pauses if g == gen]
+        if mine:
+            lines.append(f"{'garbage collection gen ' + str(gen):<30} {_ms(mine)}  ({len(mine):,}, max {max(mine) * 1000:.1f} ms)")
+    return lines
+
+
 def measure(url: str, smtp: str, runners: int, connections: int, seconds: float, delay: float,
-            sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None):
+            sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None,
+            trace: Path | None = None):
     # With no wait, as many mails as a slow relay would take in `seconds` at these connections.
     total = int(runners * connections / max(delay, DELAY) * seconds)
     metric_ports = [free_port() for _ in range(runners)] if sessions else []
+    env = {"PYTHONPATH": str(runner_path)} if runner_path else {}
+    if trace is not None:
+        trace_prefix = trace / f"slow{runners}x{connections}-{'A' if runner_path else 'B'}-{time.time():.0f}"
+        env["MAILROOM_SEND_TRACE"] = str(trace_prefix)
     with psycopg.connect(url, autocommit=True) as conn, \
             mailroom_runners(url, smtp, runners, "--concurrency", str(connections), "--batch", "200",
                              name=f"slow{runners}x{connections}",
                              per_runner=[("--metrics-port", str(p)) for p in metric_ports] or None,
-                             env={"PYTHONPATH": str(runner_path)} if runner_path else None) as procs:
+                             env=env or None) as procs:
         pids = [p.proc.pid for p in procs]
         load_queued(conn, total, f"{runners}x{connections}")
         conn.execute("NOTIFY mailroom, 'default'")
@@ -234,7 +306,9 @@ def measure(url: str, smtp: str, runners: int, connections: int, seconds: float,
     ideal = runners * connections / DELAY
     cpu_used = interpolate(cpu, t_end) - interpolate(cpu, t_start)
     steady = [(i, w) for t, i, w in idle if t_start <= t <= t_end]
-    return {"runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
+    traced = (trace_summary(sorted(trace.glob(trace_prefix.name + ".*")), t_start, t_end)
+              if trace is not None else [])
+    return {"trace": traced, "runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
             "ratio": rate / ideal, "cpu_us": cpu_used / mails * 1e6, "rss": rss, "window": t_end - t_start,
             "idle": steady}
 
@@ -256,6 +330,8 @@ def main() -> int:
     parser.add_argument("--no-sink-alone", dest="sink_alone", action="store_false",
                         help="skip measuring the sink alone")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of the first runner here")
+    parser.add_argument("--trace", type=Path, default=None, metavar="DIR",
+                        help="send timelines of the runners here, summarised (mailroom.sendtrace)")
     parser.add_argument("--ab", type=Path, default=None, metavar="DIR",
                         help="A/B: also run the mailroom package found in DIR (alternating)")
     args = parser.parse_args()
@@ -267,8 +343,9 @@ def main() -> int:
         print("smtp-sink not found: install Debian's postfix package (make bench does, as root)")
         target("slow relay measured", "smtp-sink missing", False)
         return 0
-    if args.profile is not None:
-        args.profile.mkdir(parents=True, exist_ok=True)
+    for d in (args.profile, args.trace):
+        if d is not None:
+            d.mkdir(parents=True, exist_ok=True)
     rows = []
     with scratch_database("mailroom_bench_slow_relay") as url:
         for round_ in range(args.rounds):
@@ -280,7 +357,7 @@ def main() -> int:
                 for runner_path in variants:
                     with smtp_sink(binary, runners * connections, args.delay) as (smtp, port, _):
                         row = measure(url, smtp, runners, connections, seconds, args.delay, args.sessions,
-                                      args.profile, runner_path)
+                                      args.profile, runner_path, args.trace)
                     row["alone"] = alone / row["ideal"] if alone else None
                     row["variant"] = "A" if runner_path else "B"
                     rows.append(row)
@@ -300,6 +377,12 @@ def main() -> int:
                   f" median {idle[len(idle) // 2]:.0f}, max {idle[-1]:.0f} of {r['runners'] * r['connections']};"
                   f" claimed mail waiting for a session median {waiting[len(waiting) // 2]:.0f}"
                   f" ({len(idle)} samples)")
+    for r in rows:
+        if r["trace"]:
+            print(f"send timeline at {r['runners']} x {r['connections']}{' ' + r['variant'] if args.ab else ''}"
+                  " (mail whose commands were written in the window):")
+            for line in r["trace"]:
+                print("  " + line)
     if args.delay != DELAY or args.configs != CONFIGS or args.rounds != 1 or args.ab:
         return 0  # an investigation, not the issue's figures
     for r in rows[1:]:

@@ -25,6 +25,7 @@ import asyncio
 import base64
 import collections
 import socket
+import time
 import weakref
 
 from mailroom.transport import (
@@ -53,6 +54,7 @@ class _Replies(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._drained: asyncio.Future | None = None
         self.paused = False
+        self.trace: list | None = None  # the session's timeline (mailroom.sendtrace), when tracing
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -80,6 +82,8 @@ class _Replies(asyncio.Protocol):
                 text = b"\n".join(l[4:].rstrip(b"\r\n") for l in self.lines)
             self.lines = []
             reply = (code, text)
+            if self.trace is not None:
+                self.trace.append(("reply", time.time(), code))
             while self.waiters:
                 w = self.waiters.popleft()
                 if not w.done():
@@ -191,6 +195,7 @@ class AsyncSmtpConnection:
         self.extensions: dict[str, str] = {}
         self.sent_on_session = 0
         self._dog: _Watchdog | None = None
+        self.trace: list | None = None  # (event, time) of each mail, when tracing (mailroom.sendtrace)
 
     # -- session ---------------------------------------------------------------------
     def _watchdog(self) -> _Watchdog:
@@ -232,6 +237,7 @@ class AsyncSmtpConnection:
             transport, p = await loop.create_connection(
                 _Replies, u.host, u.port, ssl=ssl_ctx, server_hostname=u.host if ssl_ctx else None)
         self.transport, self.p = transport, p
+        p.trace = self.trace
         try:
             code, text = await self._reply("connect")
             if code != 220:
@@ -332,6 +338,8 @@ class AsyncSmtpConnection:
             w = self.transport.write
             if "pipelining" in self.extensions:
                 w(mail + rcpt_line + b"DATA\r\n")
+                if self.trace is not None:
+                    self.trace.append(("cmd", time.time()))
                 mail_r = await self._reply("mail")
                 stage = "rcpt"
                 rcpt_r = await self._reply("rcpt")
@@ -371,6 +379,8 @@ class AsyncSmtpConnection:
             if drained is not None:
                 await self._watchdog().wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
+            if self.trace is not None:
+                self.trace.append(("body", time.time()))
             stage = "reply"
             code, text = await self._reply("reply")
         except UnicodeError as e:

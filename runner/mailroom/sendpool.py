@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from mailroom import sendtrace
+
 
 class ThreadSendPool:
     """N threads, each keeping one transport connection open."""
@@ -101,6 +103,9 @@ class AsyncSendPool:
         self._loop = loop
         asyncio.set_event_loop(loop)
         self._queue = asyncio.Queue()
+        trace_to = sendtrace.prefix()
+        self._trace = sendtrace.LoopTrace(loop) if trace_to else None
+        self._timelines: list[list] = []
         self._workers = [loop.create_task(self._session()) for _ in range(self.concurrency)]
         self._ready.set()
         try:
@@ -111,6 +116,8 @@ class AsyncSendPool:
             loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
         finally:
             loop.close()
+            if trace_to:
+                sendtrace.dump(trace_to, self._timelines, self._trace)
 
     def submit(self, job) -> None:
         self.submit_many([job])
@@ -149,6 +156,10 @@ class AsyncSendPool:
         from mailroom.asyncsmtp import AsyncSmtpConnection
 
         conn = AsyncSmtpConnection(self.transport.url, self.transport.local_hostname)
+        trace = None
+        if self._trace is not None:
+            trace = conn.trace = []
+            self._timelines.append(trace)
         try:
             while True:
                 self.idle += 1
@@ -161,7 +172,11 @@ class AsyncSendPool:
                 if self._should_hand_back():
                     self._hand_back(job)
                     continue
+                if trace is not None:
+                    trace.append(("job", time.time()))
                 built = self._build(job)
+                if trace is not None:
+                    trace.append(("built", time.time()))
                 if hasattr(built, "outcome"):  # an Outcome: the mail could not be built
                     self._record(job, built)
                     continue

@@ -213,7 +213,7 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
         data = json.loads(f.read_text())
         for timeline in data["sessions"]:
             mails, mail = [], None
-            for ev in timeline:
+            for ev in zip(timeline[0::3], timeline[1::3], timeline[2::3]):
                 if ev[0] == "job":
                     mail = {"job": ev[1], "replies": []}
                     mails.append(mail)
@@ -235,8 +235,9 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
                 parts["354 -> body written"].append(m["body"] - m["replies"][2])
                 parts["body -> 250"].append(m["replies"][3] - m["body"])
                 parts["cycle (command to command)"].append(m["cmd"] - prev["cmd"])
-        loop = [it for it in data["loop"] if t_start <= it[1] <= t_end]
-        pauses += [(end - start, gen) for start, end, gen in data.get("gc", []) if t_start <= start <= t_end]
+        flat = data["loop"]
+        loop = [it for it in zip(flat[0::3], flat[1::3], flat[2::3]) if t_start <= it[1] <= t_end]
+        pauses += [(end - start, gen) for start, end, gen in zip(data["gc"][0::3], data["gc"][1::3], data["gc"][2::3]) if t_start <= start <= t_end]
         for (_, returned, n), (called, _, _) in zip(loop, loop[1:]):
             busy.append(called - returned)
             ready.append(n)

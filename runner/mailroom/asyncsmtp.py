@@ -83,7 +83,7 @@ class _Replies(asyncio.Protocol):
             self.lines = []
             reply = (code, text)
             if self.trace is not None:
-                self.trace.append(("reply", time.time(), code))
+                self.trace.extend(("reply", time.time(), code))
             while self.waiters:
                 w = self.waiters.popleft()
                 if not w.done():
@@ -339,7 +339,7 @@ class AsyncSmtpConnection:
             if "pipelining" in self.extensions:
                 w(mail + rcpt_line + b"DATA\r\n")
                 if self.trace is not None:
-                    self.trace.append(("cmd", time.time()))
+                    self.trace.extend(("cmd", time.time(), 0))
                 mail_r = await self._reply("mail")
                 stage = "rcpt"
                 rcpt_r = await self._reply("rcpt")
@@ -380,7 +380,7 @@ class AsyncSmtpConnection:
                 await self._watchdog().wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
             if self.trace is not None:
-                self.trace.append(("body", time.time()))
+                self.trace.extend(("body", time.time(), 0))
             stage = "reply"
             code, text = await self._reply("reply")
         except UnicodeError as e:

@@ -173,10 +173,10 @@ class AsyncSendPool:
                     self._hand_back(job)
                     continue
                 if trace is not None:
-                    trace.append(("job", time.time()))
+                    trace.extend(("job", time.time(), 0))
                 built = self._build(job)
                 if trace is not None:
-                    trace.append(("built", time.time()))
+                    trace.extend(("built", time.time(), 0))
                 if hasattr(built, "outcome"):  # an Outcome: the mail could not be built
                     self._record(job, built)
                     continue

@@ -1,7 +1,8 @@
 """A timeline of the asyncio send pool, for bench/slow_relay.py --trace.
 
 Off unless the environment names a file prefix in MAILROOM_SEND_TRACE; then
-every session keeps a list of (event, time.time()) for each mail it sends —
+every session keeps a flat list of event, time.time(), reply code (0 but
+for replies) for each mail it sends —
 "job" (taken from the queue), "built", "cmd" (MAIL/RCPT/DATA written),
 "reply" (a reply parsed, with its code), "body" (the body handed to the
 kernel) — and the event loop keeps, per iteration, when its select() was
@@ -34,8 +35,10 @@ class LoopTrace:
     """Wraps the loop's selector: (called, returned, ready events) per iteration."""
 
     def __init__(self, loop) -> None:
-        self.iterations: list[tuple[float, float, int]] = []
-        self.collections: list[tuple[float, float, int]] = []
+        # Flat lists of numbers: the garbage collector does not track them,
+        # so tracing does not make the collections it records longer.
+        self.iterations: list[float] = []  # called, returned, ready events, ...
+        self.collections: list[float] = []  # start, end, generation, ...
         self._gc_started = 0.0
         selector = loop._selector  # asyncio's selector event loop: the one place every iteration passes
         select = selector.select
@@ -44,7 +47,7 @@ class LoopTrace:
         def timed_select(timeout=None):
             called = clock()
             ready = select(timeout)
-            self.iterations.append((called, clock(), len(ready)))
+            self.iterations.extend((called, clock(), len(ready)))
             return ready
 
         selector.select = timed_select
@@ -56,7 +59,7 @@ class LoopTrace:
         if phase == "start":
             self._gc_started = time.time()
         else:
-            self.collections.append((self._gc_started, time.time(), info["generation"]))
+            self.collections.extend((self._gc_started, time.time(), info["generation"]))
 
 
 def dump(path_prefix: str, sessions: list[list], loop: LoopTrace | None) -> None:

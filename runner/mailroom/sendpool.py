@@ -72,7 +72,17 @@ class AsyncSendPool:
     `deliver` here is split in two, so that building the mail (CPU) and
     recording the outcome stay the runner's and only the wait is async:
     `build(job)` returns the mail or the Outcome that fails it, and
-    `record(job, outcome)` takes the outcome."""
+    `record(job, outcome)` takes the outcome.
+
+    Mail is built ahead, by one builder task, up to one mail per session
+    beyond those being sent, so that a session answered by the relay writes
+    its next mail at once. The builder builds one mail per turn of the event
+    loop and yields: replies that came in meanwhile are handled first. This
+    matters against a relay that answers many sessions at once (smtp-sink -w
+    answers all of its held sessions in one burst, and holds the next burst
+    until a second after the last DATA of this one; see bench/slow_relay.py):
+    building there, between the replies, put 0.1 ms per mail, 0.1 s per
+    burst of 1,024, on every session's cycle."""
 
     def __init__(self, transport, concurrency: int, build: Callable, record: Callable, hand_back: Callable,
                  should_hand_back: Callable[[], bool]):
@@ -81,15 +91,17 @@ class AsyncSendPool:
         self._build, self._record = build, record
         self._hand_back, self._should_hand_back = hand_back, should_hand_back
         self._loop = None
-        self._queue = None
+        self._jobs = None  # submitted, not built yet
+        self._queue = None  # (job, built mail) for the sessions; None stops a session
+        self._room = None  # set when the builder may build more
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._sending = 0  # sessions in the middle of a mail (loop thread only)
         self.idle = 0  # sessions waiting for a job (loop thread only; read by the metrics)
 
     def waiting(self) -> int:
-        """Jobs submitted that no session has taken yet."""
-        return self._queue.qsize() if self._queue is not None else 0
+        """Jobs submitted that no session has taken yet (built or not)."""
+        return self._queue.qsize() + self._jobs.qsize() if self._queue is not None else 0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sendpool", daemon=True)
@@ -102,7 +114,8 @@ class AsyncSendPool:
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
-        self._queue = asyncio.Queue()
+        self._jobs, self._queue, self._room = asyncio.Queue(), asyncio.Queue(), asyncio.Event()
+        self._builder = loop.create_task(self._build_ahead())
         trace_to = sendtrace.prefix()
         self._trace = sendtrace.LoopTrace(loop) if trace_to else None
         self._timelines: list[list] = []
@@ -110,7 +123,7 @@ class AsyncSendPool:
         self._ready.set()
         try:
             loop.run_until_complete(asyncio.gather(*self._workers, return_exceptions=True))
-            rest = asyncio.all_tasks(loop)  # the sessions' timeout watchdog
+            rest = asyncio.all_tasks(loop)  # the builder, the sessions' timeout watchdog
             for t in rest:
                 t.cancel()
             loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
@@ -128,7 +141,34 @@ class AsyncSendPool:
 
     def _put_all(self, jobs: list) -> None:
         for job in jobs:
-            self._queue.put_nowait(job)
+            self._jobs.put_nowait(job)
+
+    async def _build_ahead(self) -> None:
+        import asyncio
+
+        while True:
+            while self._queue.qsize() >= self.concurrency:  # a mail ready for every session
+                self._room.clear()
+                await self._room.wait()
+            job = await self._jobs.get()
+            if self._should_hand_back():
+                self._hand_back(job)
+                continue
+            built = self._build(job)
+            if hasattr(built, "outcome"):  # an Outcome: the mail could not be built
+                self._record(job, built)
+            else:
+                self._queue.put_nowait((job, built))
+            await asyncio.sleep(0)  # one mail per turn of the loop: replies waiting go first
+
+    def _stop_sessions(self) -> None:
+        """Hand back what is not built yet; each session ends after what is
+        built before it (handed back too: the runner is stopping)."""
+        self._builder.cancel()
+        while not self._jobs.empty():
+            self._hand_back(self._jobs.get_nowait())
+        for _ in range(self.concurrency):
+            self._queue.put_nowait(None)
 
     def stop(self, deadline: float) -> int:
         """As ThreadSendPool.stop: queued jobs are handed back, sends in
@@ -136,8 +176,7 @@ class AsyncSendPool:
         (those sessions are dropped)."""
         import asyncio
 
-        for _ in range(self.concurrency):
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+        self._loop.call_soon_threadsafe(self._stop_sessions)
         self._thread.join(max(0.0, deadline - time.monotonic()))
         if not self._thread.is_alive():
             return 0
@@ -164,22 +203,19 @@ class AsyncSendPool:
             while True:
                 self.idle += 1
                 try:
-                    job = await self._queue.get()
+                    item = await self._queue.get()
                 finally:
                     self.idle -= 1
-                if job is None:
+                if item is None:
                     return
+                self._room.set()
+                job, built = item
                 if self._should_hand_back():
                     self._hand_back(job)
                     continue
                 if trace is not None:
-                    trace.extend(("job", time.time(), 0))
-                built = self._build(job)
-                if trace is not None:
+                    trace.extend(("job", time.time(), 0))  # taken, built by the builder before
                     trace.extend(("built", time.time(), 0))
-                if hasattr(built, "outcome"):  # an Outcome: the mail could not be built
-                    self._record(job, built)
-                    continue
                 self._sending += 1
                 try:
                     outcome = await conn.send(built.envelope_from, built.rcpt, built.data)

@@ -33,8 +33,17 @@ in alternating order: an A/B in one run, for a busy machine, where CPU per
 mail is the figure to trust).
 
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
-when run as root); its -w holds the reply to DATA (the 354), so a mail takes
-1 s plus two round trips. It is not what is measured as long as the sink
+when run as root); its -w holds the reply to DATA (the 354; the 250s to a
+pipelined MAIL and RCPT come with it), so a mail takes 1 s plus two round
+trips. Its timers count whole seconds: a held reply goes out at the sink's
+first wake-up after its second has come, and a sink with nothing to read
+sleeps a whole second after the last thing it read. So the sessions run in
+bursts, and a burst ends a second after the last DATA of the one before: the
+slowest session of a burst sets every session's cycle, and what a runner
+does between the replies of one burst (for 1,024 sessions in one process,
+1,024 times) adds to every mail's second (--trace shows it; a trivial client
+of 64 sessions cycles in 1.04 s, and in 1.33 s when one of them waits 0.3 s
+after each mail). It is not what is measured as long as the sink
 alone keeps up: at 1,024 connections on a busy 2-core machine it does not
 (0.4-0.8 x, and Postfix's own C client smtp-source -d got 0.53 x there). It
 listens on 127.0.0.1 only; as root it runs with `-u nobody`.
@@ -190,12 +199,31 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
     return sum((len(f) - 1) / (f[-1] - f[0]) for f in finishes if len(f) >= 2 and f[-1] > f[0])
 
 
-def _ms(values: list[float]) -> str:
+def _ms(values: list[float], scale: float = 1000, unit: str = "ms") -> str:
     if not values:
         return "-"
     v = sorted(values)
-    return (f"p50 {v[len(v) // 2] * 1000:6.1f}  p90 {v[int(len(v) * 0.9)] * 1000:6.1f}"
-            f"  p99 {v[int(len(v) * 0.99)] * 1000:6.1f}  ms")
+    return (f"p50 {v[len(v) // 2] * scale:6.1f}  p90 {v[int(len(v) * 0.9)] * scale:6.1f}"
+            f"  p99 {v[int(len(v) * 0.99)] * scale:6.1f}  {unit}")
+
+
+def _bursts(held: list, written: list, t_start: float, t_end: float) -> tuple[list, list]:
+    """One runner's bursts (see the docstring): from the first 354 it saw to
+    the last command it wrote before the next burst's first 354; returns each
+    burst's length and the runner's CPU time in it per mail of the burst."""
+    held.sort()
+    written.sort()
+    starts = [i for i in range(len(held)) if i == 0 or held[i][0] - held[i - 1][0] > 0.3]
+    walls, cpus = [], []
+    for k, i in enumerate(starts[:-1]):
+        begin, end_at = held[i], held[starts[k + 1]][0]
+        if not t_start <= begin[0] <= t_end:
+            continue
+        last = [w for w in written if begin[0] <= w[0] < end_at]
+        if last:
+            walls.append(last[-1][0] - begin[0])
+            cpus.append((last[-1][1] - begin[1]) / (starts[k + 1] - i))
+    return walls, cpus
 
 
 def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
@@ -209,11 +237,16 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
         "reply -> next command", "  reply -> job taken", "  job -> built", "  built -> command written",
         "command -> 354 (sink's hold)", "354 -> body written", "body -> 250", "cycle (command to command)")}
     busy, ready, spent, wall, pauses = [], [], 0.0, 0.0, []
+    burst_wall, burst_cpu = [], []
     for f in files:
         data = json.loads(f.read_text())
+        held, written = [], []  # (time, process CPU time) of each 354 seen and each command written
         for timeline in data["sessions"]:
             mails, mail = [], None
-            for ev in zip(timeline[0::3], timeline[1::3], timeline[2::3]):
+            events = list(zip(timeline[0::4], timeline[1::4], timeline[2::4], timeline[3::4]))
+            held += [(t, cpu) for what, t, code, cpu in events if what == "reply" and code == 354]
+            written += [(t, cpu) for what, t, _, cpu in events if what == "cmd"]
+            for ev in events:
                 if ev[0] == "job":
                     mail = {"job": ev[1], "replies": []}
                     mails.append(mail)
@@ -235,6 +268,9 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
                 parts["354 -> body written"].append(m["body"] - m["replies"][2])
                 parts["body -> 250"].append(m["replies"][3] - m["body"])
                 parts["cycle (command to command)"].append(m["cmd"] - prev["cmd"])
+        walls, cpus = _bursts(held, written, t_start, t_end)
+        burst_wall += walls
+        burst_cpu += cpus
         flat = data["loop"]
         loop = [it for it in zip(flat[0::3], flat[1::3], flat[2::3]) if t_start <= it[1] <= t_end]
         pauses += [(end - start, gen) for start, end, gen in zip(data["gc"][0::3], data["gc"][1::3], data["gc"][2::3]) if t_start <= start <= t_end]
@@ -249,6 +285,9 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
         ready.sort()
         lines.append(f"{'loop busy per iteration':<30} {_ms(busy)}  ({len(busy):,} iterations,"
                      f" ready events p50 {ready[len(ready) // 2]}, busy {spent / wall:.0%} of the time)")
+    if burst_wall:
+        lines.append(f"{'burst: first 354 -> last command':<30} {_ms(burst_wall)}  ({len(burst_wall)} bursts)")
+        lines.append(f"{'burst: runner CPU per mail':<30} {_ms(burst_cpu, 1e6, 'us')}  (the runner process's, in the burst)")
     for gen in (0, 1, 2):
         mine = [p for p, g in pauses if g == gen]
         if mine:

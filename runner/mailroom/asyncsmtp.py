@@ -83,7 +83,7 @@ class _Replies(asyncio.Protocol):
             self.lines = []
             reply = (code, text)
             if self.trace is not None:
-                self.trace.extend(("reply", time.time(), code))
+                self.trace.extend(("reply", time.time(), code, time.process_time()))
             while self.waiters:
                 w = self.waiters.popleft()
                 if not w.done():
@@ -339,7 +339,7 @@ class AsyncSmtpConnection:
             if "pipelining" in self.extensions:
                 w(mail + rcpt_line + b"DATA\r\n")
                 if self.trace is not None:
-                    self.trace.extend(("cmd", time.time(), 0))
+                    self.trace.extend(("cmd", time.time(), 0, time.process_time()))
                 mail_r = await self._reply("mail")
                 stage = "rcpt"
                 rcpt_r = await self._reply("rcpt")
@@ -371,7 +371,8 @@ class AsyncSmtpConnection:
                 if code != 354:
                     return await self._rejected(code, text, "data")
             stage = "body"
-            q = _DOT_LINE.sub(b"..", data)
+            # The scan for a line to dot-stuff, not the regex, for the usual mail that has none.
+            q = _DOT_LINE.sub(b"..", data) if data[:1] == b"." or b"\n." in data else data
             if not q.endswith(b"\r\n"):
                 q += b"\r\n"
             w(q + b".\r\n")
@@ -380,7 +381,7 @@ class AsyncSmtpConnection:
                 await self._watchdog().wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
             if self.trace is not None:
-                self.trace.extend(("body", time.time(), 0))
+                self.trace.extend(("body", time.time(), 0, time.process_time()))
             stage = "reply"
             code, text = await self._reply("reply")
         except UnicodeError as e:
@@ -392,7 +393,7 @@ class AsyncSmtpConnection:
             if stage == "reply":
                 return Outcome("ambiguous", detail=f"after data: {what} waiting for the final reply ({_short(e)})")
             return Outcome("retry", detail=f"{stage}: {what} ({_short(e)})")
-        out = classify_reply(code, text, "data")
+        out = _final_reply(code, text)
         if code == 421:
             await self.close(quit=False)
         elif out.outcome == "sent":
@@ -406,6 +407,22 @@ class AsyncSmtpConnection:
         elif reset and self.transport is not None:
             await self._rset()
         return out
+
+
+_FINAL_REPLIES: dict[tuple[int, bytes], Outcome] = {}
+
+
+def _final_reply(code: int, text: bytes) -> Outcome:
+    """classify_reply of the reply to the body, remembered: a relay that says
+    the same for every mail ("250 2.0.0 Ok") costs the classification (and
+    Outcome.as_json) once, not once per mail. Replies that name a queue id
+    differ each time; the table is emptied when it fills."""
+    out = _FINAL_REPLIES.get((code, text))
+    if out is None:
+        if len(_FINAL_REPLIES) >= 256:
+            _FINAL_REPLIES.clear()
+        out = _FINAL_REPLIES[code, text] = classify_reply(code, text, "data")
+    return out
 
 
 def _connect_failure(e: BaseException) -> Outcome:

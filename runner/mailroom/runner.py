@@ -10,7 +10,8 @@ Three objects with one job each:
   waits for a NOTIFY (or the poll interval, or free room). It claims and
   reclaims nothing while the completer cannot write.
 - the send pool (`mailroom.sendpool`): the SMTP connections; builds each mail
-  and sends it. One bad mail (a template that cannot compile, a recursion, an
+  (over SMTP ahead of need, up to one per session, while the relay holds the
+  sessions) and sends it. One bad mail (a template that cannot compile, a recursion, an
   encoding error) fails that mail with the error recorded, never the runner.
 - the completer (`mailroom.completer`): buffers outcomes and releases, writes
   them in batches, keeps them until the database has them.

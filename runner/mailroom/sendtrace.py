@@ -2,7 +2,7 @@
 
 Off unless the environment names a file prefix in MAILROOM_SEND_TRACE; then
 every session keeps a flat list of event, time.time(), reply code (0 but
-for replies) for each mail it sends —
+for replies), time.process_time() for each mail it sends —
 "job" (taken from the queue), "built", "cmd" (MAIL/RCPT/DATA written),
 "reply" (a reply parsed, with its code), "body" (the body handed to the
 kernel) — and the event loop keeps, per iteration, when its select() was
@@ -15,7 +15,10 @@ per reply.
 A reply's arrival in the kernel is not visible from Python (TCP sockets
 keep no SIOCGSTAMP); it lies between the return of the loop's previous
 select() and the one that reported it, so the loop's busy time per
-iteration bounds how long a reply waited before the runner saw it.
+iteration bounds how long a reply waited before the runner saw it. The
+process's CPU time tells what the runner spent between the first reply of a
+burst and the last command it wrote in answer: on a machine to itself, the
+length of the burst.
 """
 
 from __future__ import annotations

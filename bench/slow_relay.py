@@ -35,16 +35,19 @@ mail is the figure to trust).
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
 when run as root); its -w holds the reply to DATA (the 354; the 250s to a
 pipelined MAIL and RCPT come with it), so a mail takes 1 s plus two round
-trips. Its timers count whole seconds: a held reply goes out at the sink's
-first wake-up after its second has come, and a sink with nothing to read
-sleeps a whole second after the last thing it read. So the sessions run in
-bursts, and a burst ends a second after the last DATA of the one before: the
-slowest session of a burst sets every session's cycle, and what a runner
-does between the replies of one burst (for 1,024 sessions in one process,
-1,024 times) adds to every mail's second (--trace shows it; a trivial client
-of 64 sessions cycles in 1.04 s, and in 1.33 s when one of them waits 0.3 s
-after each mail). It is not what is measured as long as the sink
-alone keeps up: at 1,024 connections on a busy 2-core machine it does not
+trips. Its timers count whole seconds (Postfix's event loop): a held reply
+is due at the start of the second after the one its DATA came in, and goes
+out at the sink's first wake-up from then on; a sink with nothing to read sleeps a
+whole second after the last thing it read. So the sessions run in bursts,
+and a burst comes a second after the last DATA of the one before unless
+something else wakes the sink past the due second: what a runner does
+between the replies of one burst (for 1,024 sessions in one process, 1,024
+times) is on every mail's cycle (--trace shows it). With a trivial client
+(--late-session S: one session of the sink alone waits S s after each mail)
+the effect depends on the phase: 64 sessions cycled in 1.04 s, with one
+0.3 s late in 1.33 s (p50) in one run and at 1.05 x ideal in another (its
+late DATA woke the sink past the due second). It is not what is measured as
+long as the sink alone keeps up: at 1,024 connections on a busy 2-core machine it does not
 (0.4-0.8 x, and Postfix's own C client smtp-source -d got 0.53 x there). It
 listens on 127.0.0.1 only; as root it runs with `-u nobody`.
 
@@ -150,20 +153,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def sink_alone(port: int, connections: int, seconds: float, delay: float) -> float:
+def sink_alone(port: int, connections: int, seconds: float, delay: float, late: float = 0.0) -> float:
     """Mails/s the sink sustains at `connections` for a trivial client: one
     pipelined MAIL/RCPT/DATA write, the body, the reply, again for `seconds`
     once every session is open (opening 1,024 takes seconds on a busy
     machine). The sum of each session's own rate between its first and last
     mail: the sessions start together and finish in bursts, which a count
-    over a fixed window would catch one too many or too few of."""
+    over a fixed window would catch one too many or too few of. `late`:
+    the first session waits that long after each mail (--late-session; see
+    the module docstring for what that does to the others)."""
     import asyncio
 
     body = (b"From: a@bench.invalid\r\nTo: b@bench.invalid\r\nSubject: sink alone\r\n\r\n"
             + b"Hello, your order has shipped.\r\n" * 10 + b".\r\n")
     finishes: list[list[float]] = []
 
-    async def session(opened: list, go: asyncio.Event):
+    async def session(opened: list, go: asyncio.Event, wait_after: float):
         mine: list[float] = []
         finishes.append(mine)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -180,11 +185,13 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
             writer.write(body)
             await reader.readline()
             mine.append(time.monotonic())
+            if wait_after:
+                await asyncio.sleep(wait_after)
 
     async def run():
         opened: list = []
         go = asyncio.Event()
-        tasks = [asyncio.create_task(session(opened, go)) for _ in range(connections)]
+        tasks = [asyncio.create_task(session(opened, go, late if i == 0 else 0.0)) for i in range(connections)]
         deadline = time.monotonic() + 60
         while len(opened) < connections and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -370,6 +377,8 @@ def main() -> int:
     parser.add_argument("--no-sink-alone", dest="sink_alone", action="store_false",
                         help="skip measuring the sink alone")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of the first runner here")
+    parser.add_argument("--late-session", type=float, default=None, metavar="S",
+                        help="only the sink alone, with one session waiting S s after each mail, then exit")
     parser.add_argument("--trace", type=Path, default=None, metavar="DIR",
                         help="send timelines of the runners here, summarised (mailroom.sendtrace)")
     parser.add_argument("--ab", type=Path, default=None, metavar="DIR",
@@ -382,6 +391,17 @@ def main() -> int:
     if binary is None:
         print("smtp-sink not found: install Debian's postfix package (make bench does, as root)")
         target("slow relay measured", "smtp-sink missing", False)
+        return 0
+    if args.late_session is not None:
+        for runners, connections in args.configs:
+            with smtp_sink(binary, runners * connections, args.delay) as (_, port, _):
+                on_time = sink_alone(port, runners * connections, min(seconds / 2, 10.0), args.delay)
+            with smtp_sink(binary, runners * connections, args.delay) as (_, port, _):
+                one_late = sink_alone(port, runners * connections, min(seconds / 2, 10.0), args.delay,
+                                      args.late_session)
+            ideal = runners * connections / DELAY
+            print(f"sink alone at {runners * connections} sessions: {on_time / ideal:.2f} x ideal;"
+                  f" with one session {args.late_session:g} s late after each mail: {one_late / ideal:.2f} x")
         return 0
     for d in (args.profile, args.trace):
         if d is not None:

@@ -25,15 +25,29 @@ Options for investigating (make bench passes none of them): --configs 1x1024,
 --sessions (scrape each runner's Prometheus metrics every poll and print how
 many SMTP sessions sat idle waiting for claimed mail), --no-sink-alone,
 --profile DIR (py-spy record of the first runner over the window, if py-spy
-is installed), --rounds N (repeat the configurations), --ab DIR (each
+is installed), --trace DIR (each runner's send timeline, mailroom.sendtrace:
+how long a session takes from a reply to its next command, and how one
+mail's cycle is split), --rounds N (repeat the configurations), --ab DIR (each
 round also runs the runner package in DIR, e.g. main's runner/ copied there,
 in alternating order: an A/B in one run, for a busy machine, where CPU per
 mail is the figure to trust).
 
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
-when run as root); its -w holds the reply to DATA (the 354), so a mail takes
-1 s plus two round trips. It is not what is measured as long as the sink
-alone keeps up: at 1,024 connections on a busy 2-core machine it does not
+when run as root); its -w holds the reply to DATA (the 354; the 250s to a
+pipelined MAIL and RCPT come with it), so a mail takes 1 s plus two round
+trips. Its timers count whole seconds (Postfix's event loop): a held reply
+is due at the start of the second after the one its DATA came in, and goes
+out at the sink's first wake-up from then on; a sink with nothing to read sleeps a
+whole second after the last thing it read. So the sessions run in bursts,
+and a burst comes a second after the last DATA of the one before unless
+something else wakes the sink past the due second: what a runner does
+between the replies of one burst (for 1,024 sessions in one process, 1,024
+times) is on every mail's cycle (--trace shows it). With a trivial client
+(--late-session S: one session of the sink alone waits S s after each mail)
+the effect depends on the phase: 64 sessions cycled in 1.04 s, with one
+0.3 s late in 1.33 s (p50) in one run and at 1.05 x ideal in another (its
+late DATA woke the sink past the due second). It is not what is measured as
+long as the sink alone keeps up: at 1,024 connections on a busy 2-core machine it does not
 (0.4-0.8 x, and Postfix's own C client smtp-source -d got 0.53 x there). It
 listens on 127.0.0.1 only; as root it runs with `-u nobody`.
 
@@ -139,20 +153,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def sink_alone(port: int, connections: int, seconds: float, delay: float) -> float:
+def sink_alone(port: int, connections: int, seconds: float, delay: float, late: float = 0.0) -> float:
     """Mails/s the sink sustains at `connections` for a trivial client: one
     pipelined MAIL/RCPT/DATA write, the body, the reply, again for `seconds`
     once every session is open (opening 1,024 takes seconds on a busy
     machine). The sum of each session's own rate between its first and last
     mail: the sessions start together and finish in bursts, which a count
-    over a fixed window would catch one too many or too few of."""
+    over a fixed window would catch one too many or too few of. `late`:
+    the first session waits that long after each mail (--late-session; see
+    the module docstring for what that does to the others)."""
     import asyncio
 
     body = (b"From: a@bench.invalid\r\nTo: b@bench.invalid\r\nSubject: sink alone\r\n\r\n"
             + b"Hello, your order has shipped.\r\n" * 10 + b".\r\n")
     finishes: list[list[float]] = []
 
-    async def session(opened: list, go: asyncio.Event):
+    async def session(opened: list, go: asyncio.Event, wait_after: float):
         mine: list[float] = []
         finishes.append(mine)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -169,11 +185,13 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
             writer.write(body)
             await reader.readline()
             mine.append(time.monotonic())
+            if wait_after:
+                await asyncio.sleep(wait_after)
 
     async def run():
         opened: list = []
         go = asyncio.Event()
-        tasks = [asyncio.create_task(session(opened, go)) for _ in range(connections)]
+        tasks = [asyncio.create_task(session(opened, go, late if i == 0 else 0.0)) for i in range(connections)]
         deadline = time.monotonic() + 60
         while len(opened) < connections and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -188,16 +206,117 @@ def sink_alone(port: int, connections: int, seconds: float, delay: float) -> flo
     return sum((len(f) - 1) / (f[-1] - f[0]) for f in finishes if len(f) >= 2 and f[-1] > f[0])
 
 
+def _ms(values: list[float], scale: float = 1000, unit: str = "ms") -> str:
+    if not values:
+        return "-"
+    v = sorted(values)
+    return (f"p50 {v[len(v) // 2] * scale:6.1f}  p90 {v[int(len(v) * 0.9)] * scale:6.1f}"
+            f"  p99 {v[int(len(v) * 0.99)] * scale:6.1f}  {unit}")
+
+
+def _bursts(held: list, written: list, t_start: float, t_end: float) -> tuple[list, list]:
+    """One runner's bursts (see the docstring): from the first 354 it saw to
+    the last command it wrote before the next burst's first 354; returns each
+    burst's length and the runner's CPU time in it per mail of the burst."""
+    held.sort()
+    written.sort()
+    starts = [i for i in range(len(held)) if i == 0 or held[i][0] - held[i - 1][0] > 0.3]
+    walls, cpus = [], []
+    for k, i in enumerate(starts[:-1]):
+        begin, end_at = held[i], held[starts[k + 1]][0]
+        if not t_start <= begin[0] <= t_end:
+            continue
+        last = [w for w in written if begin[0] <= w[0] < end_at]
+        if last:
+            walls.append(last[-1][0] - begin[0])
+            cpus.append((last[-1][1] - begin[1]) / (starts[k + 1] - i))
+    return walls, cpus
+
+
+def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
+    """The send timelines (mailroom.sendtrace) of mail whose commands were
+    written inside the window: the split of one mail's cycle, and the event
+    loop's busy time per iteration (a reply that arrives while the loop is
+    busy waits for the next iteration)."""
+    import json
+
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "reply -> next command", "  reply -> job taken", "  job -> built", "  built -> command written",
+        "command -> 354 (sink's hold)", "354 -> body written", "body -> 250", "cycle (command to command)")}
+    busy, ready, spent, wall, pauses = [], [], 0.0, 0.0, []
+    burst_wall, burst_cpu = [], []
+    for f in files:
+        data = json.loads(f.read_text())
+        held, written = [], []  # (time, process CPU time) of each 354 seen and each command written
+        for timeline in data["sessions"]:
+            mails, mail = [], None
+            events = list(zip(timeline[0::4], timeline[1::4], timeline[2::4], timeline[3::4]))
+            held += [(t, cpu) for what, t, code, cpu in events if what == "reply" and code == 354]
+            written += [(t, cpu) for what, t, _, cpu in events if what == "cmd"]
+            for ev in events:
+                if ev[0] == "job":
+                    mail = {"job": ev[1], "replies": []}
+                    mails.append(mail)
+                elif mail is not None:
+                    if ev[0] == "reply":
+                        mail["replies"].append(ev[1])
+                    else:
+                        mail[ev[0]] = ev[1]
+            for prev, m in zip(mails, mails[1:]):
+                if not ("cmd" in m and "body" in m and len(m["replies"]) >= 4 and len(prev["replies"]) >= 4
+                        and "cmd" in prev and t_start <= m["cmd"] <= t_end):
+                    continue
+                last = prev["replies"][-1]
+                parts["reply -> next command"].append(m["cmd"] - last)
+                parts["  reply -> job taken"].append(m["job"] - last)
+                parts["  job -> built"].append(m["built"] - m["job"])
+                parts["  built -> command written"].append(m["cmd"] - m["built"])
+                parts["command -> 354 (sink's hold)"].append(m["replies"][2] - m["cmd"])
+                parts["354 -> body written"].append(m["body"] - m["replies"][2])
+                parts["body -> 250"].append(m["replies"][3] - m["body"])
+                parts["cycle (command to command)"].append(m["cmd"] - prev["cmd"])
+        walls, cpus = _bursts(held, written, t_start, t_end)
+        burst_wall += walls
+        burst_cpu += cpus
+        flat = data["loop"]
+        loop = [it for it in zip(flat[0::3], flat[1::3], flat[2::3]) if t_start <= it[1] <= t_end]
+        pauses += [(end - start, gen) for start, end, gen in zip(data["gc"][0::3], data["gc"][1::3], data["gc"][2::3]) if t_start <= start <= t_end]
+        for (_, returned, n), (called, _, _) in zip(loop, loop[1:]):
+            busy.append(called - returned)
+            ready.append(n)
+        if loop:
+            spent += sum(called - returned for (_, returned, _), (called, _, _) in zip(loop, loop[1:]))
+            wall += loop[-1][1] - loop[0][1]
+    lines = [f"{name:<30} {_ms(v)}  ({len(v):,})" for name, v in parts.items()]
+    if busy:
+        ready.sort()
+        lines.append(f"{'loop busy per iteration':<30} {_ms(busy)}  ({len(busy):,} iterations,"
+                     f" ready events p50 {ready[len(ready) // 2]}, busy {spent / wall:.0%} of the time)")
+    if burst_wall:
+        lines.append(f"{'burst: first 354 -> last command':<30} {_ms(burst_wall)}  ({len(burst_wall)} bursts)")
+        lines.append(f"{'burst: runner CPU per mail':<30} {_ms(burst_cpu, 1e6, 'us')}  (the runner process's, in the burst)")
+    for gen in (0, 1, 2):
+        mine = [p for p, g in pauses if g == gen]
+        if mine:
+            lines.append(f"{'garbage collection gen ' + str(gen):<30} {_ms(mine)}  ({len(mine):,}, max {max(mine) * 1000:.1f} ms)")
+    return lines
+
+
 def measure(url: str, smtp: str, runners: int, connections: int, seconds: float, delay: float,
-            sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None):
+            sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None,
+            trace: Path | None = None):
     # With no wait, as many mails as a slow relay would take in `seconds` at these connections.
     total = int(runners * connections / max(delay, DELAY) * seconds)
     metric_ports = [free_port() for _ in range(runners)] if sessions else []
+    env = {"PYTHONPATH": str(runner_path)} if runner_path else {}
+    if trace is not None:
+        trace_prefix = trace / f"slow{runners}x{connections}-{'A' if runner_path else 'B'}-{time.time():.0f}"
+        env["MAILROOM_SEND_TRACE"] = str(trace_prefix)
     with psycopg.connect(url, autocommit=True) as conn, \
             mailroom_runners(url, smtp, runners, "--concurrency", str(connections), "--batch", "200",
                              name=f"slow{runners}x{connections}",
                              per_runner=[("--metrics-port", str(p)) for p in metric_ports] or None,
-                             env={"PYTHONPATH": str(runner_path)} if runner_path else None) as procs:
+                             env=env or None) as procs:
         pids = [p.proc.pid for p in procs]
         load_queued(conn, total, f"{runners}x{connections}")
         conn.execute("NOTIFY mailroom, 'default'")
@@ -234,7 +353,9 @@ def measure(url: str, smtp: str, runners: int, connections: int, seconds: float,
     ideal = runners * connections / DELAY
     cpu_used = interpolate(cpu, t_end) - interpolate(cpu, t_start)
     steady = [(i, w) for t, i, w in idle if t_start <= t <= t_end]
-    return {"runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
+    traced = (trace_summary(sorted(trace.glob(trace_prefix.name + ".*")), t_start, t_end)
+              if trace is not None else [])
+    return {"trace": traced, "runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
             "ratio": rate / ideal, "cpu_us": cpu_used / mails * 1e6, "rss": rss, "window": t_end - t_start,
             "idle": steady}
 
@@ -256,6 +377,10 @@ def main() -> int:
     parser.add_argument("--no-sink-alone", dest="sink_alone", action="store_false",
                         help="skip measuring the sink alone")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy profiles of the first runner here")
+    parser.add_argument("--late-session", type=float, default=None, metavar="S",
+                        help="only the sink alone, with one session waiting S s after each mail, then exit")
+    parser.add_argument("--trace", type=Path, default=None, metavar="DIR",
+                        help="send timelines of the runners here, summarised (mailroom.sendtrace)")
     parser.add_argument("--ab", type=Path, default=None, metavar="DIR",
                         help="A/B: also run the mailroom package found in DIR (alternating)")
     args = parser.parse_args()
@@ -267,8 +392,20 @@ def main() -> int:
         print("smtp-sink not found: install Debian's postfix package (make bench does, as root)")
         target("slow relay measured", "smtp-sink missing", False)
         return 0
-    if args.profile is not None:
-        args.profile.mkdir(parents=True, exist_ok=True)
+    if args.late_session is not None:
+        for runners, connections in args.configs:
+            with smtp_sink(binary, runners * connections, args.delay) as (_, port, _):
+                on_time = sink_alone(port, runners * connections, min(seconds / 2, 10.0), args.delay)
+            with smtp_sink(binary, runners * connections, args.delay) as (_, port, _):
+                one_late = sink_alone(port, runners * connections, min(seconds / 2, 10.0), args.delay,
+                                      args.late_session)
+            ideal = runners * connections / DELAY
+            print(f"sink alone at {runners * connections} sessions: {on_time / ideal:.2f} x ideal;"
+                  f" with one session {args.late_session:g} s late after each mail: {one_late / ideal:.2f} x")
+        return 0
+    for d in (args.profile, args.trace):
+        if d is not None:
+            d.mkdir(parents=True, exist_ok=True)
     rows = []
     with scratch_database("mailroom_bench_slow_relay") as url:
         for round_ in range(args.rounds):
@@ -280,7 +417,7 @@ def main() -> int:
                 for runner_path in variants:
                     with smtp_sink(binary, runners * connections, args.delay) as (smtp, port, _):
                         row = measure(url, smtp, runners, connections, seconds, args.delay, args.sessions,
-                                      args.profile, runner_path)
+                                      args.profile, runner_path, args.trace)
                     row["alone"] = alone / row["ideal"] if alone else None
                     row["variant"] = "A" if runner_path else "B"
                     rows.append(row)
@@ -300,6 +437,12 @@ def main() -> int:
                   f" median {idle[len(idle) // 2]:.0f}, max {idle[-1]:.0f} of {r['runners'] * r['connections']};"
                   f" claimed mail waiting for a session median {waiting[len(waiting) // 2]:.0f}"
                   f" ({len(idle)} samples)")
+    for r in rows:
+        if r["trace"]:
+            print(f"send timeline at {r['runners']} x {r['connections']}{' ' + r['variant'] if args.ab else ''}"
+                  " (mail whose commands were written in the window):")
+            for line in r["trace"]:
+                print("  " + line)
     if args.delay != DELAY or args.configs != CONFIGS or args.rounds != 1 or args.ab:
         return 0  # an investigation, not the issue's figures
     for r in rows[1:]:

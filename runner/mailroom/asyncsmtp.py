@@ -25,6 +25,7 @@ import asyncio
 import base64
 import collections
 import socket
+import time
 import weakref
 
 from mailroom.transport import (
@@ -53,6 +54,7 @@ class _Replies(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._drained: asyncio.Future | None = None
         self.paused = False
+        self.trace: list | None = None  # the session's timeline (mailroom.sendtrace), when tracing
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -80,6 +82,8 @@ class _Replies(asyncio.Protocol):
                 text = b"\n".join(l[4:].rstrip(b"\r\n") for l in self.lines)
             self.lines = []
             reply = (code, text)
+            if self.trace is not None:
+                self.trace.extend(("reply", time.time(), code, time.process_time()))
             while self.waiters:
                 w = self.waiters.popleft()
                 if not w.done():
@@ -191,6 +195,7 @@ class AsyncSmtpConnection:
         self.extensions: dict[str, str] = {}
         self.sent_on_session = 0
         self._dog: _Watchdog | None = None
+        self.trace: list | None = None  # (event, time) of each mail, when tracing (mailroom.sendtrace)
 
     # -- session ---------------------------------------------------------------------
     def _watchdog(self) -> _Watchdog:
@@ -232,6 +237,7 @@ class AsyncSmtpConnection:
             transport, p = await loop.create_connection(
                 _Replies, u.host, u.port, ssl=ssl_ctx, server_hostname=u.host if ssl_ctx else None)
         self.transport, self.p = transport, p
+        p.trace = self.trace
         try:
             code, text = await self._reply("connect")
             if code != 220:
@@ -332,6 +338,8 @@ class AsyncSmtpConnection:
             w = self.transport.write
             if "pipelining" in self.extensions:
                 w(mail + rcpt_line + b"DATA\r\n")
+                if self.trace is not None:
+                    self.trace.extend(("cmd", time.time(), 0, time.process_time()))
                 mail_r = await self._reply("mail")
                 stage = "rcpt"
                 rcpt_r = await self._reply("rcpt")
@@ -363,7 +371,8 @@ class AsyncSmtpConnection:
                 if code != 354:
                     return await self._rejected(code, text, "data")
             stage = "body"
-            q = _DOT_LINE.sub(b"..", data)
+            # The scan for a line to dot-stuff, not the regex, for the usual mail that has none.
+            q = _DOT_LINE.sub(b"..", data) if data[:1] == b"." or b"\n." in data else data
             if not q.endswith(b"\r\n"):
                 q += b"\r\n"
             w(q + b".\r\n")
@@ -371,6 +380,8 @@ class AsyncSmtpConnection:
             if drained is not None:
                 await self._watchdog().wait(drained, self.url.timeout)
             # Everything is written: from here on the server may have the mail.
+            if self.trace is not None:
+                self.trace.extend(("body", time.time(), 0, time.process_time()))
             stage = "reply"
             code, text = await self._reply("reply")
         except UnicodeError as e:
@@ -382,7 +393,7 @@ class AsyncSmtpConnection:
             if stage == "reply":
                 return Outcome("ambiguous", detail=f"after data: {what} waiting for the final reply ({_short(e)})")
             return Outcome("retry", detail=f"{stage}: {what} ({_short(e)})")
-        out = classify_reply(code, text, "data")
+        out = _final_reply(code, text)
         if code == 421:
             await self.close(quit=False)
         elif out.outcome == "sent":
@@ -396,6 +407,22 @@ class AsyncSmtpConnection:
         elif reset and self.transport is not None:
             await self._rset()
         return out
+
+
+_FINAL_REPLIES: dict[tuple[int, bytes], Outcome] = {}
+
+
+def _final_reply(code: int, text: bytes) -> Outcome:
+    """classify_reply of the reply to the body, remembered: a relay that says
+    the same for every mail ("250 2.0.0 Ok") costs the classification (and
+    Outcome.as_json) once, not once per mail. Replies that name a queue id
+    differ each time; the table is emptied when it fills."""
+    out = _FINAL_REPLIES.get((code, text))
+    if out is None:
+        if len(_FINAL_REPLIES) >= 256:
+            _FINAL_REPLIES.clear()
+        out = _FINAL_REPLIES[code, text] = classify_reply(code, text, "data")
+    return out
 
 
 def _connect_failure(e: BaseException) -> Outcome:

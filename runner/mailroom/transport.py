@@ -63,6 +63,16 @@ class Outcome:
     provider_id: str | None = None
 
     def as_json(self) -> dict:
+        """mark_outcomes' fields; computed once per Outcome (a relay's usual
+        reply is one Outcome shared by many mails: see asyncsmtp), and
+        shared: do not change the dict."""
+        d = self.__dict__.get("_json")
+        if d is None:
+            d = self._json_fields()
+            object.__setattr__(self, "_json", d)  # a cache, not a field: equality and repr ignore it
+        return d
+
+    def _json_fields(self) -> dict:
         d = {"outcome": self.outcome}
         if self.smtp_code is not None and 200 <= self.smtp_code <= 599:
             d["smtp_code"] = self.smtp_code

@@ -145,6 +145,7 @@ DECLARE
   v_token       uuid := gen_random_uuid();
   v_limited     boolean;                 -- any sender or domain limit in play?
   v_dom_limited boolean;
+  v_dom_own     boolean;                 -- any domain with a row of its own (else only the default)
   v_def_second  integer;                 -- the default domain limit ('*')
   v_def_minute  integer;
   v_round       integer := 0;
@@ -196,6 +197,8 @@ BEGIN
   v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
     OR EXISTS (SELECT FROM mailroom.domain_limits d
                WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL));
+  -- A domain's own row, even one without limits (exempt from the default), wins over '*'.
+  v_dom_own := EXISTS (SELECT FROM mailroom.domain_limits d WHERE d.domain <> '*');
   SELECT coalesce(array_agg(s.name ORDER BY s.name), '{}'), coalesce(array_agg(s.max_per_second ORDER BY s.name), '{}'),
          coalesce(array_agg(s.max_per_minute ORDER BY s.name), '{}')
     INTO v_snd_names, v_snd_lim_s, v_snd_lim_m
@@ -265,7 +268,8 @@ BEGIN
         LIMIT v_scan
       ) AS c
       JOIN mailroom.contents t ON t.id = c.id
-      LEFT JOIN mailroom.domain_limits e ON v_dom_limited AND e.domain = t.to_domain;
+      -- (Only the default: no lookup per candidate.)
+      LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
       EXIT WHEN cardinality(v_cid) = 0;
 
       -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).

@@ -14,8 +14,8 @@ In unlimited and limited, 20,000 mails to 20,000 distinct domains are sent
 through claim_batch (claims of 1,000) + mark_outcomes. On the limited side
 the limit is set after that, and the sends are then recorded in the
 per-domain send budgets as the claims that sent them would have recorded them
-(mailroom._send_rate_record, the helper claim_batch records with in v0.3 and
-v0.4: one send per domain in its per-second and per-minute windows, now):
+(mailroom._domain_budgets_spend, what claim_batch spends domains with: one
+send per domain in its per-second and per-minute windows, now):
 sending 20,000 through limited claims takes minutes, by which time most of
 the minute windows have emptied. Then CLAIMS x 50 mails to the same domains
 are queued on every side (due a minute ago; 50 consecutive ones go to 50
@@ -73,14 +73,12 @@ def mail_domains(conn: psycopg.Connection, domains: int) -> float:
 
 def record_sends(conn: psycopg.Connection, domains: int) -> None:
     """One send to each domain r1 ... rN.example, now, in its per-second and
-    per-minute budgets, as a claim records what it claimed."""
+    per-minute windows, as a claim spends them (the default limit's)."""
     conn.execute(
-        "SELECT mailroom._send_rate_record(array_agg(k.key ORDER BY k.key), array_agg(1),"
-        "                                  array_agg(k.win ORDER BY k.key), now())"
-        " FROM generate_series(1, %s) g,"
-        "      LATERAL (VALUES ('mailroom/domain/r' || g || '.example/s', interval '1 second'),"
-        "                      ('mailroom/domain/r' || g || '.example/m', interval '1 minute')) AS k(key, win)",
-        (domains,))
+        "SELECT count(*) FROM mailroom._domain_budgets_spend("
+        "  ARRAY(SELECT 'r' || g || '.example' FROM generate_series(1, %s) g),"
+        "  array_fill(100, ARRAY[%s]), array_fill(1000, ARRAY[%s]), now())",
+        (domains, domains, domains))
 
 
 def queue_claims(conn: psycopg.Connection, domains: int, claims: int) -> None:
@@ -117,9 +115,8 @@ def main() -> int:
         record_sends(conns["limited"], domains)
         mailed_at = time.monotonic()
         counters = conns["limited"].execute(
-            "SELECT count(*) FROM mailroom.rate_limits WHERE starts_with(key, 'mailroom/domain/')"
-            " AND expires_at > now()").fetchone()[0]
-        print(f"limited side: {counters:,} live per-domain budget rows in mailroom.rate_limits")
+            "SELECT count(*) FROM mailroom.domain_budgets WHERE expires_at > now()").fetchone()[0]
+        print(f"limited side: {counters:,} live per-domain budget rows in mailroom.domain_budgets")
 
         # The timed claims run in transactions of their own connections: the
         # timer covers the claim_batch statement, the COMMIT (a WAL flush with

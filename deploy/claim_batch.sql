@@ -31,12 +31,14 @@
 -- meanwhile cannot leave mail paused behind it.
 --
 -- Send rates: only the budgets of the senders and domains among the
--- candidates are looked up (key lookups in mailroom.rate_limits) and locked,
--- in key order, until commit (issue 13, hole 6: v0.3 read every domain
--- mailed in the last minute under one global lock, on every claim). The
--- lookup hands back each locked row's ctid, and the spend is one update of
--- those rows by ctid: no second key lookup, no separate statements to work
--- out the keys again. A claim
+-- candidates are looked up and locked, in key order, until commit (issue
+-- 13, hole 6: v0.3 read every domain mailed in the last minute under one
+-- global lock, on every claim). Senders (mailroom.rate_limits) are locked
+-- and judged before the candidates are chosen: the lookup hands back each
+-- locked row's ctid, and their spend is one update of those rows by ctid.
+-- Domains (mailroom.domain_budgets, one row with both windows each) are
+-- locked, judged and spent in one statement once the candidates are known
+-- (_domain_budgets_spend); what the gate then refuses is given back. A claim
 -- whose candidates were held back by a spent domain looks again (at most
 -- three rounds) leaving those domains out, so other mail still fills it.
 --
@@ -143,6 +145,7 @@ DECLARE
   v_token       uuid := gen_random_uuid();
   v_limited     boolean;                 -- any sender or domain limit in play?
   v_dom_limited boolean;
+  v_dom_own     boolean;                 -- any domain with a row of its own (else only the default)
   v_def_second  integer;                 -- the default domain limit ('*')
   v_def_minute  integer;
   v_round       integer := 0;
@@ -155,13 +158,14 @@ DECLARE
   v_csnd        text[];
   v_cdlim_s     integer[];               -- each candidate's domain limits
   v_cdlim_m     integer[];
-  v_cdcap       integer[];               -- what its domain and its sender allow now
-  v_cscap       integer[];
-  v_cdrow_s     tid[];                   -- the budget rows locked for it
-  v_cdrow_m     tid[];
-  v_csrow_s     tid[];
+  v_cscap       integer[];               -- what its sender allows now
+  v_csok        boolean[];               -- its sender lets it go (NULL: no sender limited)
+  v_csrow_s     tid[];                   -- the sender's budget rows locked for it
   v_csrow_m     tid[];
+  v_gdom        text[];                  -- limited domains and what each granted
+  v_gn          integer[];
   v_pick        bigint[] := '{}';
+  v_claimed     bigint[];
   v_snd_names   text[] := '{}';          -- limited senders, their limits, budgets and rows
   v_snd_lim_s   integer[] := '{}';
   v_snd_lim_m   integer[] := '{}';
@@ -193,6 +197,8 @@ BEGIN
   v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
     OR EXISTS (SELECT FROM mailroom.domain_limits d
                WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL));
+  -- A domain's own row, even one without limits (exempt from the default), wins over '*'.
+  v_dom_own := EXISTS (SELECT FROM mailroom.domain_limits d WHERE d.domain <> '*');
   SELECT coalesce(array_agg(s.name ORDER BY s.name), '{}'), coalesce(array_agg(s.max_per_second ORDER BY s.name), '{}'),
          coalesce(array_agg(s.max_per_minute ORDER BY s.name), '{}')
     INTO v_snd_names, v_snd_lim_s, v_snd_lim_m
@@ -262,37 +268,43 @@ BEGIN
         LIMIT v_scan
       ) AS c
       JOIN mailroom.contents t ON t.id = c.id
-      LEFT JOIN mailroom.domain_limits e ON v_dom_limited AND e.domain = t.to_domain;
+      -- (Only the default: no lookup per candidate.)
+      LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
       EXIT WHEN cardinality(v_cid) = 0;
 
-      -- 3. Domains: the budgets of the candidates' limited domains only,
-      --    answered per candidate.
-      IF v_dom_limited THEN
-        SELECT array_agg(b.available ORDER BY b.ord), array_agg(b.second_row ORDER BY b.ord),
-               array_agg(b.minute_row ORDER BY b.ord)
-          INTO v_cdcap, v_cdrow_s, v_cdrow_m
-        FROM mailroom._send_budgets('mailroom/domain/', v_cdom, v_cdlim_s, v_cdlim_m, p_now) AS b;
-      ELSE
-        v_cdcap := array_fill(NULL::integer, ARRAY[cardinality(v_cid)]);
-        v_cdrow_s := array_fill(NULL::tid, ARRAY[cardinality(v_cid)]);
-        v_cdrow_m := v_cdrow_s;
+      -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).
+      IF cardinality(v_snd_names) > 0 THEN
+        SELECT array_agg(c.ok ORDER BY c.ord) INTO v_csok
+        FROM (SELECT u.ord, row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS ok
+              FROM unnest(v_csnd, v_cscap) WITH ORDINALITY AS u(sender, scap, ord)) AS c;
       END IF;
 
-      -- 4. Pick: in claim order, each domain and sender no more than it
-      --    allows now. Domains and senders that held mail back are left out
-      --    of the next round's scan.
-      SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.ok AND p.nth <= v_want), '{}'),
-             v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE NOT p.dom_ok), '{}'),
+      -- 4. Domains: the budgets of the limited domains of the candidates
+      --    their senders let go, locked, judged and spent in one statement.
+      --    Then the pick: in claim order, each domain no more than it
+      --    granted. Domains and senders that held mail back are left out
+      --    of the next round's scan. (No more picks than wanted: the scan
+      --    took no more candidates.)
+      IF v_dom_limited THEN
+        SELECT coalesce(array_agg(b.domain), '{}'), coalesce(array_agg(b.granted), '{}') INTO v_gdom, v_gn
+        FROM mailroom._domain_budgets_spend(
+               CASE WHEN v_csok IS NULL THEN v_cdom
+                    ELSE ARRAY(SELECT CASE WHEN v_csok[u.ord] THEN u.domain END
+                               FROM unnest(v_cdom) WITH ORDINALITY AS u(domain, ord) ORDER BY u.ord) END,
+               v_cdlim_s, v_cdlim_m, p_now) AS b;
+      END IF;
+      SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
+             v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
              v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
         INTO v_pick, v_dom_blocked, v_snd_blocked
       FROM (
-        SELECT c.id, c.ord, c.domain, c.sender, c.dom_ok, c.snd_ok, c.dom_ok AND c.snd_ok AS ok,
-               count(*) FILTER (WHERE c.dom_ok AND c.snd_ok) OVER (ORDER BY c.ord) AS nth
+        SELECT c.id, c.ord, c.domain, c.sender, c.snd_ok,
+               c.granted IS NULL
+                 OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
         FROM (
-          SELECT u.id, u.ord, u.domain, u.sender,
-                 row_number() OVER (PARTITION BY u.domain ORDER BY u.ord) <= coalesce(u.dcap, 2147483647) AS dom_ok,
-                 row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS snd_ok
-          FROM unnest(v_cid, v_cdom, v_csnd, v_cdcap, v_cscap) WITH ORDINALITY AS u(id, domain, sender, dcap, scap, ord)
+          SELECT u.id, u.ord, u.domain, u.sender, coalesce(v_csok[u.ord], true) AS snd_ok,
+                 v_gn[array_position(v_gdom, u.domain)] AS granted
+          FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
         ) AS c
       ) AS p;
     END IF;
@@ -398,15 +410,28 @@ BEGIN
     v_want := v_want - v_n;
 
     IF v_limited THEN
-      -- 6. Spend the budgets on what was claimed, before the locks go at
-      --    commit: one update of the rows _send_budgets locked, found by the
-      --    ctid it handed back (no key lookups).
-      IF v_n > 0 THEN
-        -- The gate may have refused a pick (rare): then see what was claimed.
-        IF v_n < cardinality(v_pick) THEN
-          SELECT coalesce(array_agg(q.id), '{}') INTO v_pick
-          FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
+      -- 6. The gate may have refused a pick (rare): its domain's grant is
+      --    given back (the row is still locked by this claim), and only
+      --    what was claimed counts below.
+      IF v_n < cardinality(v_pick) THEN
+        SELECT coalesce(array_agg(q.id), '{}') INTO v_claimed
+        FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
+        IF v_dom_limited THEN
+          PERFORM FROM mailroom._domain_budgets_spend(
+            ARRAY(SELECT u.domain FROM unnest(v_cid, v_cdom) AS u(id, domain)
+                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
+            ARRAY(SELECT u.lim FROM unnest(v_cid, v_cdlim_s) AS u(id, lim)
+                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
+            ARRAY(SELECT u.lim FROM unnest(v_cid, v_cdlim_m) AS u(id, lim)
+                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
+            p_now, -1);
         END IF;
+        v_pick := v_claimed;
+      END IF;
+      -- 7. Spend the senders' budgets on what was claimed, before the locks
+      --    go at commit: one update of the rows _send_budgets locked, found
+      --    by the ctid it handed back (no key lookups).
+      IF v_n > 0 AND cardinality(v_snd_names) > 0 THEN
         UPDATE mailroom.rate_limits AS r
         SET (slots, slot_hits, hits) = (
               SELECT a.slots, a.slot_hits, a.used
@@ -422,9 +447,8 @@ BEGIN
         FROM (SELECT k.row_id, k.win, count(*)::integer AS n,
                      mailroom._rate_slot(p_now, k.win) AS slot,
                      CASE k.win WHEN interval '1 second' THEN 20000::bigint ELSE 1200000::bigint END AS res
-              FROM unnest(v_cid, v_cdrow_s, v_cdrow_m, v_csrow_s, v_csrow_m) AS c(id, ds, dm, ss, sm)
-              CROSS JOIN LATERAL (VALUES (c.ds, interval '1 second'), (c.dm, interval '1 minute'),
-                                         (c.ss, interval '1 second'), (c.sm, interval '1 minute')) AS k(row_id, win)
+              FROM unnest(v_cid, v_csrow_s, v_csrow_m) AS c(id, ss, sm)
+              CROSS JOIN LATERAL (VALUES (c.ss, interval '1 second'), (c.sm, interval '1 minute')) AS k(row_id, win)
               WHERE c.id = ANY (v_pick) AND k.row_id IS NOT NULL
               GROUP BY k.row_id, k.win) AS u
         WHERE r.ctid = u.row_id;

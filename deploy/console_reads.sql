@@ -2,6 +2,7 @@
 -- requires: split_messages
 -- requires: attempts_claimed_at_brin
 -- requires: send_rates
+-- requires: table_domain_budgets
 -- requires: table_suppressions
 -- requires: table_schedules
 -- requires: table_senders
@@ -152,8 +153,10 @@ LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
-  -- Use is read from the sliding windows claim_batch spends (mailroom.rate_limits,
-  -- keys mailroom/<kind>/<name>/s and /m), counted as claim_batch counts them.
+  -- Use is read from the sliding windows claim_batch spends (senders:
+  -- mailroom.rate_limits, keys mailroom/sender/<name>/s and /m; domains:
+  -- mailroom.domain_budgets, one row with both windows), counted as
+  -- claim_batch counts them.
   WITH limits AS (
     SELECT 'sender'::text AS kind, s.name, s.max_per_second, s.max_per_minute FROM mailroom.senders s
     UNION ALL
@@ -162,22 +165,29 @@ AS $$
     -- Domains spending the default ('*') row's budget, each on its own: the
     -- ones with a window still alive, at most 200 (the busiest matter).
     SELECT 'domain', x.domain, d.max_per_second, d.max_per_minute
-    FROM (SELECT DISTINCT split_part(r.key, '/', 3) AS domain
-          FROM mailroom.rate_limits r
-          WHERE r.key LIKE 'mailroom/domain/%' AND r.expires_at > now()
-          LIMIT 200) x
+    FROM (SELECT b.domain FROM mailroom.domain_budgets b WHERE b.expires_at > now() LIMIT 200) x
     JOIN mailroom.domain_limits d ON d.domain = '*'
     WHERE NOT EXISTS (SELECT FROM mailroom.domain_limits o WHERE o.domain = x.domain)
   )
   SELECT l.kind, l.name, l.max_per_second, l.max_per_minute,
-         (SELECT u.used FROM mailroom.rate_limits r,
-                 mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 second')) u
-          WHERE r.key = 'mailroom/' || l.kind || '/' || l.name || '/s' AND r.algorithm = 'sliding'
-            AND r.window_length = interval '1 second'),
-         (SELECT u.used FROM mailroom.rate_limits r,
-                 mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 minute')) u
-          WHERE r.key = 'mailroom/' || l.kind || '/' || l.name || '/m' AND r.algorithm = 'sliding'
-            AND r.window_length = interval '1 minute')
+         CASE l.kind
+           WHEN 'sender' THEN
+             (SELECT u.used FROM mailroom.rate_limits r,
+                     mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 second')) u
+              WHERE r.key = 'mailroom/sender/' || l.name || '/s' AND r.algorithm = 'sliding'
+                AND r.window_length = interval '1 second')
+           ELSE (SELECT mailroom._window_used(b.second_slots, b.second_counts, mailroom._rate_slot(now(), interval '1 second'))::integer
+                 FROM mailroom.domain_budgets b WHERE b.domain = l.name AND cardinality(b.second_slots) > 0)
+         END,
+         CASE l.kind
+           WHEN 'sender' THEN
+             (SELECT u.used FROM mailroom.rate_limits r,
+                     mailroom._rate_slots_used(r.slots, r.slot_hits, mailroom._rate_slot(now(), interval '1 minute')) u
+              WHERE r.key = 'mailroom/sender/' || l.name || '/m' AND r.algorithm = 'sliding'
+                AND r.window_length = interval '1 minute')
+           ELSE (SELECT mailroom._window_used(b.minute_slots, b.minute_counts, mailroom._rate_slot(now(), interval '1 minute'))::integer
+                 FROM mailroom.domain_budgets b WHERE b.domain = l.name AND cardinality(b.minute_slots) > 0)
+         END
   FROM limits l
   ORDER BY 1 DESC, l.name = '*' DESC, 2
 $$;

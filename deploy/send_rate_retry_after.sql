@@ -2,12 +2,15 @@
 -- requires: send_rate_retry_after@v0.3.0
 -- requires: split_messages
 -- requires: send_rates
+-- requires: table_domain_budgets
 
 -- v0.4: no p_now on a function a runner may execute (issue 13, hole 4: a
 -- runner could ask about any instant). The public function uses the
 -- database clock; the owner-only twin _send_rate_retry_after keeps p_now for
--- tests. It reads only mailroom.rate_limits, senders and domain_limits, and
--- runs only after a claim came back short.
+-- tests. It reads only mailroom.rate_limits (senders), domain_budgets,
+-- senders and domain_limits, and runs only after a claim came back short.
+-- Domain budgets are one domain_budgets row per domain with both windows
+-- (slots and cumulative counts), read through _window_hits.
 
 BEGIN;
 
@@ -49,6 +52,21 @@ REVOKE ALL ON FUNCTION mailroom._rate_free_at(bigint[], integer[], integer, inte
 COMMENT ON FUNCTION mailroom._rate_free_at(bigint[], integer[], integer, interval, timestamptz) IS
   'Internal: the first instant from p_now on at which a sliding-window row allows one more hit; NULL without a limit.';
 
+-- A domain window's sends per slot, from its cumulative counts (see
+-- mailroom.domain_budgets), for _rate_free_at.
+CREATE FUNCTION mailroom._window_hits(p_counts bigint[]) RETURNS integer[]
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+  SELECT coalesce(array_agg((p_counts[i + 1] - p_counts[i])::integer ORDER BY i), '{}')
+  FROM generate_series(1, cardinality(p_counts) - 1) AS i
+$$;
+ALTER FUNCTION mailroom._window_hits(bigint[]) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._window_hits(bigint[]) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._window_hits(bigint[]) IS
+  'Internal: the sends in each slot of a domain window, from its cumulative counts (domain_budgets.second_counts, minute_counts).';
+
 CREATE FUNCTION mailroom._send_rate_retry_after(
   p_sender text DEFAULT NULL,
   p_now    timestamptz DEFAULT now()
@@ -80,16 +98,16 @@ BEGIN
     UNION ALL
     -- domains with recent sends (a domain without any is not holding mail back)
     SELECT greatest(
-             mailroom._rate_free_at(r.slots, r.slot_hits, lim.per_second, interval '1 second', p_now),
-             mailroom._rate_free_at(rm.slots, rm.slot_hits, lim.per_minute, interval '1 minute', p_now)),
+             mailroom._rate_free_at(b.second_slots, mailroom._window_hits(b.second_counts), lim.per_second,
+                                    interval '1 second', p_now),
+             mailroom._rate_free_at(b.minute_slots, mailroom._window_hits(b.minute_counts), lim.per_minute,
+                                    interval '1 minute', p_now)),
            false
-    FROM (SELECT DISTINCT left(substr(x.key, 17), -2) AS domain FROM mailroom.rate_limits x
-          WHERE starts_with(x.key, 'mailroom/domain/')) AS dom
-    LEFT JOIN mailroom.domain_limits e ON e.domain = dom.domain
+    FROM mailroom.domain_budgets b
+    LEFT JOIN mailroom.domain_limits e ON e.domain = b.domain
     CROSS JOIN LATERAL (SELECT CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END AS per_second,
                                CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END AS per_minute) AS lim
-    LEFT JOIN mailroom.rate_limits r ON r.key = 'mailroom/domain/' || dom.domain || '/s' AND r.algorithm = 'sliding'
-    LEFT JOIN mailroom.rate_limits rm ON rm.key = 'mailroom/domain/' || dom.domain || '/m' AND rm.algorithm = 'sliding'
+    WHERE b.expires_at > p_now
   )
   -- Only exhausted budgets hold mail back. If the claim's own sender is
   -- exhausted nothing can come before it frees; otherwise the first exhausted

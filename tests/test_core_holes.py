@@ -282,27 +282,31 @@ def test_hole5_a_cancelled_enqueue_leaves_no_lock(url, db):
 
 def test_hole6_claim_under_a_default_domain_limit_reads_only_its_candidates_budgets(db):
     db.execute("SELECT mailroom.set_domain_limits('*', 100, 1000)")
-    # 20,000 domains mailed within the last second, each with its budget rows.
+    # 20,000 domains mailed within the last second, each with its budget row.
     db.execute(
         """
-        INSERT INTO mailroom.rate_limits (key, algorithm, window_length, hits, slots, slot_hits, expires_at)
-        SELECT 'mailroom/domain/d' || g || '.example' || w.suffix, 'sliding', w.win, 1,
-               ARRAY[mailroom._rate_slot(now(), w.win)], ARRAY[1], now() + interval '2 minutes'
+        INSERT INTO mailroom.domain_budgets (domain, second_slots, second_counts, minute_slots, minute_counts,
+                                             per_second, per_minute, granted, expires_at)
+        SELECT 'd' || g || '.example', ARRAY[mailroom._rate_slot(now(), '1 second')], '{0, 1}',
+               ARRAY[mailroom._rate_slot(now(), '1 minute')], '{0, 1}', 100, 1000, 1, now() + interval '2 minutes'
         FROM generate_series(1, 20000) g
-        CROSS JOIN (VALUES ('/s', interval '1 second'), ('/m', interval '1 minute')) AS w(suffix, win)
         """)
     db.execute("SELECT mailroom.enqueue('u' || g || '@t' || (g % 10) || '.example', 'Hi', 'B')"
                " FROM generate_series(1, 200) g")
-    db.execute("ANALYZE mailroom.rate_limits")
+    db.execute("ANALYZE mailroom.domain_budgets")
+    stats = ("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n, coalesce(seq_scan, 0) AS seq,"
+             "       coalesce(n_tup_ins, 0) + coalesce(n_tup_upd, 0) AS written"
+             " FROM pg_stat_xact_user_tables WHERE relid = 'mailroom.domain_budgets'::regclass")
     db.execute("BEGIN")
     try:
+        before = db.execute(stats).fetchone()
         rows = claim(db, 50)
-        read = db.execute(
-            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n, coalesce(seq_scan, 0) AS seq"
-            " FROM pg_stat_xact_user_tables WHERE relid = 'mailroom.rate_limits'::regclass").fetchone()
+        after = db.execute(stats).fetchone()
     finally:
         db.execute("ROLLBACK")
     assert len(rows) == 50
-    # 10 candidate domains x 2 windows (+ the lookups of a second round): far
-    # from the 40,000 rows of the 20,000 recently mailed domains.
-    assert read["seq"] == 0 and read["n"] < 200, f"the claim read {read['n']} rate-limit rows"
+    read, seq, written = (after[k] - before[k] for k in ("n", "seq", "written"))
+    # 10 candidate domains, one budget row each (+ a second round's): far
+    # from the 20,000 rows of the recently mailed domains.
+    assert seq == 0 and read < 100, f"the claim read {read} domain budget rows"
+    assert 0 < written <= 20, f"the claim wrote {written} domain budget rows"

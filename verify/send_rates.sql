@@ -17,6 +17,11 @@ BEGIN
   ASSERT NOT pg_catalog.has_function_privilege('mailroom_runner',
            'mailroom._send_budgets(text, text[], integer[], integer[], timestamptz)', 'execute'),
          '_send_budgets is internal';
+  ASSERT NOT pg_catalog.has_function_privilege('mailroom_runner',
+           'mailroom._domain_budgets_spend(text[], integer[], integer[], timestamptz, integer)', 'execute'),
+         '_domain_budgets_spend is internal';
+  ASSERT (SELECT slot_hits FROM mailroom._rate_slots_add('{10, 60}', '{1, 2}', 60, 3)) = '{1, 5}',
+         '_rate_slots_add is missing or wrong';
 END
 $$;
 

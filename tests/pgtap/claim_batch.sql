@@ -1,10 +1,11 @@
 -- Tests for mailroom:claim_batch (and its owner-only twin _claim_batch, which pins the clock)
 BEGIN;
-SELECT plan(55);
+SELECT plan(58);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
 DELETE FROM mailroom.rate_limits;
+DELETE FROM mailroom.domain_budgets;
 
 SELECT has_function('mailroom', 'claim_batch', ARRAY['text', 'integer', 'interval', 'text'], 'claim_batch exists');
 SELECT hasnt_function('mailroom', 'claim_batch', ARRAY['text', 'integer', 'interval', 'text', 'timestamp with time zone'],
@@ -151,6 +152,7 @@ SELECT is((SELECT count(*)::int FROM mailroom.queue WHERE status = 'paused'), 2,
 -- Send rates: a sender limit caps the batch, a domain at its limit is skipped
 -- while other domains' mail is taken, and budgets free up a window later.
 DELETE FROM mailroom.rate_limits;
+DELETE FROM mailroom.domain_budgets;
 DELETE FROM mailroom.queue;
 SELECT mailroom.enqueue('u' || g || '@capped.test', 'Hi', 'B', p_delivery_key => 'cap-' || g, p_send_at => '2030-02-01Z')
   FROM generate_series(1, 10) g;
@@ -176,8 +178,11 @@ SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM ma
 SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:01.7Z') GROUP BY 1 ORDER BY 1$$,
   $$VALUES ('bulk.test'::text, 2), ('capped.test', 3)$$, 'each budget caps its own mail in one batch');
 SELECT results_eq($$SELECT key COLLATE "default", slot_hits FROM mailroom.rate_limits WHERE cardinality(slot_hits) > 0 ORDER BY key$$,
-  $$VALUES ('mailroom/domain/capped.test/s'::text, ARRAY[3, 3]), ('mailroom/sender/bulk/s', ARRAY[4, 2, 2])$$,
-  'budgets record what was claimed (a domain with no limit records nothing)');
+  $$VALUES ('mailroom/sender/bulk/s'::text, ARRAY[4, 2, 2])$$,
+  'the sender''s budget records what was claimed');
+SELECT results_eq($$SELECT domain COLLATE "default", mailroom._window_hits(second_counts) FROM mailroom.domain_budgets ORDER BY domain$$,
+  $$VALUES ('capped.test'::text, ARRAY[3, 3])$$,
+  'so do the domains'' (one row per domain, its per-second window; a domain with no limit records nothing)');
 SELECT mailroom.set_domain_limits('*', 1);
 SELECT mailroom.enqueue('late@other.test', 'Hi', 'B', p_delivery_key => 'oth-late', p_send_at => '2030-02-01Z');
 SELECT mailroom.enqueue('late2@other.test', 'Hi', 'B', p_delivery_key => 'oth-late2', p_send_at => '2030-02-01Z');
@@ -185,8 +190,20 @@ UPDATE mailroom.queue SET updated_at = '2030-02-01Z' WHERE status = 'queued';
 SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:03Z') GROUP BY 1 ORDER BY 1$$,
   $$VALUES ('bulk.test'::text, 1), ('capped.test', 3), ('other.test', 1)$$,
   'the default row (1/s) limits every domain without a row of its own, each on its own; capped.test keeps its 3/s');
-SELECT is((SELECT slot_hits FROM mailroom.rate_limits WHERE key = 'mailroom/domain/other.test/s'), ARRAY[1],
+SELECT is((SELECT mailroom._window_hits(second_counts) FROM mailroom.domain_budgets WHERE domain = 'other.test'), ARRAY[1],
   'a default-limited domain records its sends');
+
+-- A pick the gate refuses gives its domain's grant back: the budget records
+-- only what was claimed.
+SELECT mailroom.set_domain_limits('giveback.test', 5);
+SELECT mailroom.enqueue('gb' || g || '@giveback.test', 'Hi', 'B', p_delivery_key => 'gb-' || g, p_send_at => '2030-02-01Z')
+  FROM generate_series(1, 3) g;
+UPDATE mailroom.queue SET updated_at = '2030-02-01Z' WHERE status = 'queued';
+INSERT INTO mailroom.suppressions (address_key, address, reason) VALUES ('gb2@giveback.test', 'gb2@giveback.test', 'unsubscribed');
+SELECT results_eq($$SELECT count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:01:05Z') WHERE to_address LIKE '%@giveback.test'$$,
+  $$VALUES (2)$$, 'two of three picked mails to a limited domain are claimed, the suppressed one is not');
+SELECT is((SELECT mailroom._window_hits(second_counts) FROM mailroom.domain_budgets WHERE domain = 'giveback.test'), ARRAY[2],
+  'the domain''s budget is charged with the two claimed');
 
 -- A per-minute limit alone (no default domain limit any more).
 SELECT mailroom.set_domain_limits('*', NULL, NULL);

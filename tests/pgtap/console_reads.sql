@@ -3,7 +3,7 @@ BEGIN;
 SELECT plan(46);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;  -- the v0.4 tables (split_messages)
-TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits;
+TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits, mailroom.domain_budgets;
 \ir include/core_state.psql
 
 -- Contract: each is a definer the operator may execute, and nobody else.
@@ -60,10 +60,11 @@ SELECT throws_ok($$SELECT * FROM mailroom.overdue_counts(NULL)$$, '22023',
 -- send_rate_usage: limits and what claim_batch spent of them.
 SELECT mailroom.set_sender_limits('news', 10, 100);
 SELECT mailroom.set_domain_limits('example.com', NULL, 50);
-SELECT mailroom._send_rate_record(ARRAY['mailroom/sender/news/s', 'mailroom/sender/news/m', 'mailroom/domain/example.com/m',
-                                        'mailroom/domain/other.org/m'],
-                                  ARRAY[3, 7, 4, 2], ARRAY[interval '1 second', interval '1 minute', interval '1 minute', interval '1 minute'],
-                                  now());
+SELECT mailroom._send_rate_record(ARRAY['mailroom/sender/news/s', 'mailroom/sender/news/m'],
+                                  ARRAY[3, 7], ARRAY[interval '1 second', interval '1 minute'], now());
+-- 4 sends to example.com, 2 to other.org, in their per-minute windows
+SELECT count(*) FROM mailroom._domain_budgets_spend('{example.com, example.com, example.com, example.com, other.org, other.org}',
+                                                    array_fill(NULL::integer, ARRAY[6]), array_fill(50, ARRAY[6]), now());
 SELECT results_eq(
   $$SELECT kind, name, max_per_second, max_per_minute, used_last_second, used_last_minute FROM mailroom.send_rate_usage()$$,
   $$VALUES ('sender'::text, 'news'::text, 10, 100, 3, 7),

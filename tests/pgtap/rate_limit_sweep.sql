@@ -2,7 +2,7 @@
 -- No pinned clock (issue 13, item 4): the rows are written around now()
 -- through the owner-only cores that take an instant.
 BEGIN;
-SELECT plan(8);
+SELECT plan(10);
 
 SELECT has_function('mailroom', 'rate_limit_sweep', ARRAY[]::text[], 'rate_limit_sweep() exists');
 SELECT hasnt_function('mailroom', 'rate_limit_sweep', ARRAY['timestamp with time zone'], 'rate_limit_sweep takes no p_now');
@@ -21,6 +21,13 @@ SELECT is(mailroom.rate_limit_sweep(), 1::bigint, 'only rows without state (afte
 SELECT is((SELECT array_agg(key ORDER BY key) FROM mailroom.rate_limits), ARRAY['recent', 'slide']::text[], 'live rows stay');
 UPDATE mailroom.rate_limits SET expires_at = now() - window_length - interval '1 microsecond' WHERE key = 'slide';
 SELECT is(mailroom.rate_limit_sweep(), 1::bigint, 'a row goes once its window of grace has passed by now()');
+
+-- Domain budgets: a row whose windows emptied over a minute ago goes.
+DELETE FROM mailroom.domain_budgets;
+SELECT count(*) FROM mailroom._domain_budgets_spend('{old.test}', '{5}', '{50}', now() - interval '3 minutes');
+SELECT count(*) FROM mailroom._domain_budgets_spend('{recent.test}', '{5}', '{50}', now() - interval '30 seconds');
+SELECT is(mailroom.rate_limit_sweep(), 1::bigint, 'a domain budget empty for over a minute goes');
+SELECT is((SELECT array_agg(domain::text) FROM mailroom.domain_budgets), ARRAY['recent.test'], 'a live one stays');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -145,12 +145,18 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_schedule_set_active(text, boolean, timestamp with time zone)', '', 'definer'),
   ('_schedule_upsert(text, text, text, text, text, jsonb, boolean, time without time zone, time without time zone, text, integer, text, text, text, timestamp with time zone)', '', 'definer'),
   ('_send_budgets(text, text[], integer[], integer[], timestamp with time zone)', '', 'definer'),
+  ('_domain_budgets_spend(text[], integer[], integer[], timestamp with time zone, integer)', '', 'definer'),
   ('_send_rate_available(text, integer, integer, timestamp with time zone)', '', 'definer'),
   ('_send_rate_record(text[], integer[], interval[], timestamp with time zone)', '', 'definer'),
   ('_send_rate_retry_after(text, timestamp with time zone)', '', 'definer'),
   ('_throughput(interval, interval, timestamp with time zone)', '', 'definer'),
   ('_setting(text)', '', 'invoker'),
   ('_window_check(time without time zone, time without time zone)', '', 'definer'),
+  ('_window_add_counts(bigint[], bigint[], bigint, bigint)', '', 'unpinned'),
+  ('_window_add_slots(bigint[], bigint, bigint)', '', 'unpinned'),
+  ('_window_available(bigint[], bigint[], bigint, integer)', '', 'unpinned'),
+  ('_window_hits(bigint[])', '', 'unpinned'),
+  ('_window_used(bigint[], bigint[], bigint)', '', 'unpinned'),
   ('_window_open(text, time without time zone, time without time zone, timestamp with time zone)', '', 'definer'),
   ('_zone_check(text, text)', '', 'definer');
 

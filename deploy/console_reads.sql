@@ -9,6 +9,8 @@
 -- requires: table_domain_limits
 -- requires: campaign_control
 -- requires: attempts_finished_at_idx
+-- requires: message_lookup
+-- requires: feedback_message_id_matches
 
 -- The operator console (mailroom web) connects as a login that holds
 -- mailroom_operator and nothing more, so everything it shows that the
@@ -269,7 +271,6 @@ SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_query  text := btrim(p_query);
-  v_hex    text;
   v_newest bigint;
 BEGIN
   IF v_query IS NULL OR v_query = '' OR length(v_query) > 998 THEN
@@ -295,16 +296,15 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  -- A Message-ID the runner wrote (<sha256hex@domain>, with or without the
-  -- brackets, or the bare digest): message_lookup's index, over all of
-  -- history. message_by_message_id does not compare the domain, so a bare
-  -- digest is given one.
-  v_hex := substring(lower(v_query) FROM '^<?([0-9a-f]{40})(@[^>]*)?>?$');
-  IF v_hex IS NOT NULL THEN
+  -- A Message-ID the runner wrote (<digest.id@domain>, with or without the
+  -- brackets or the domain): message_by_message_id, by id, over all of
+  -- history. The v0.3 form without the id (<digest@domain>) cannot be found
+  -- without an index of digests; it is searched for as a recipient, in vain.
+  IF (SELECT quoted.mail_id IS NOT NULL FROM mailroom._message_id_parts(v_query) AS quoted) THEN
     RETURN QUERY
     SELECT c.id, c.delivery_key, c.to_address, c.sender, c.campaign_id, c.created_at, 'message_id'::text
     FROM mailroom.contents c
-    WHERE c.id = mailroom.message_by_message_id('<' || v_hex || '@any>');
+    WHERE c.id = mailroom.message_by_message_id(v_query);
     RETURN;
   END IF;
   -- Recipients have no index (one more B-tree on every enqueue for a
@@ -323,7 +323,7 @@ ALTER FUNCTION mailroom.find_messages(text, integer) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.find_messages(text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.find_messages(text, integer) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.find_messages(text, integer) IS
-  'Operators: mail by delivery key, id or Message-ID (<sha256hex@domain>, as the runner writes it; message_by_message_id) at any age, else by recipient address (case-insensitive, newest 100) among the latest p_scan mails; matched_by says which. inspect(id) shows one with its ledger.';
+  'Operators: mail by delivery key, id or Message-ID (<digest.id@domain>, as the runner writes it; message_by_message_id) at any age, else by recipient address (case-insensitive, newest 100) among the latest p_scan mails; matched_by says which. inspect(id) shows one with its ledger.';
 
 -- The campaigns page. campaign_progress joins every campaign's contents to
 -- the queue and to its finishing ledger rows on each read, O(history of its

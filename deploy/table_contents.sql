@@ -70,10 +70,16 @@ ALTER SEQUENCE mailroom.message_ids OWNED BY mailroom.contents.id;
 -- key, which the unique delivery key refuses. So the index that finds a campaign's mail
 -- (pause, resume, cancel, progress, integrity) need not be a second unique
 -- index over (campaign_id, recipient_id) of the same fact: one on
--- campaign_id, whose equal keys btree deduplication packs into posting
--- lists and whose bigint keys arrive in order, is cheaper to keep up
+-- campaign_id, whose bigint keys arrive in order, is cheaper to keep up
 -- (bench/campaign_1m.py). A re-run finds known recipients by delivery key.
-CREATE INDEX contents_campaign_idx ON mailroom.contents (campaign_id) WHERE campaign_id IS NOT NULL;
+-- Without deduplication: a campaign's million equal keys would otherwise
+-- make every filled leaf page go through a deduplication pass, rewritten
+-- and logged; plain entries are appended at the right (heap TIDs order
+-- equal keys). The index is larger (about 20 bytes an entry against a few
+-- in posting lists), and enqueue_campaign of 1,000,000 ran 15 % faster
+-- (24.8 s against 21.0 s, best of 2 in one A/B run).
+CREATE INDEX contents_campaign_idx ON mailroom.contents (campaign_id) WITH (deduplicate_items = off)
+  WHERE campaign_id IS NOT NULL;
 CREATE INDEX contents_schedule_idx ON mailroom.contents (schedule_id) WHERE schedule_id IS NOT NULL;
 
 -- Insert-only between prunes: vacuum keeps visibility maps fresh for

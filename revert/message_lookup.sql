@@ -3,6 +3,5 @@
 BEGIN;
 
 DROP FUNCTION mailroom.message_by_message_id(text);
-DROP INDEX mailroom.contents_message_ref_idx;
 
 COMMIT;

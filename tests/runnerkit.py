@@ -18,6 +18,8 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
+from mailroom.render import message_id
+
 FROM = "Mailroom Tests <noreply@tests.mailroom.invalid>"
 MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")  # the runners' Message-ID domain
 
@@ -94,6 +96,13 @@ def enqueue(conn, to: str, **kw) -> int:
     for k, v in kw.items():
         params[k] = Jsonb(v) if isinstance(v, dict) else v
     return conn.execute(sql, params).fetchone()["id"]
+
+
+def runners_message_id(conn, delivery_key: str, domain: str = MID_DOMAIN) -> str:
+    """The Message-ID runners give the mail with this delivery key (render.message_id of its key and id)."""
+    row = conn.execute("SELECT id FROM mailroom.contents WHERE delivery_key = %s", (delivery_key,)).fetchone()
+    assert row is not None, f"no mail with delivery key {delivery_key!r}"
+    return message_id(delivery_key, row["id"], domain)
 
 
 def enqueue_many(conn, prefix: str, n: int, *, on_ambiguous: str = "retry", due_ago: str = "0 seconds",

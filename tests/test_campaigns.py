@@ -52,9 +52,9 @@ def enqueue_campaign(conn, name: str, where: str, priority: int) -> int:
 
 
 def campaign_of(conn) -> dict[str, int]:
-    """Message-ID (as the runner derives it from the delivery key) -> campaign id."""
-    rows = conn.execute("SELECT delivery_key, campaign_id FROM mailroom.messages").fetchall()
-    return {message_id(r["delivery_key"], MESSAGE_ID_DOMAIN): r["campaign_id"] for r in rows}
+    """Message-ID (as the runner derives it from the delivery key and id) -> campaign id."""
+    rows = conn.execute("SELECT id, delivery_key, campaign_id FROM mailroom.messages").fetchall()
+    return {message_id(r["delivery_key"], r["id"], MESSAGE_ID_DOMAIN): r["campaign_id"] for r in rows}
 
 
 def arrivals(sink: Sink, campaigns: dict[str, int]) -> list[int]:

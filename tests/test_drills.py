@@ -26,8 +26,7 @@ from collections import Counter
 
 from aiosmtpd.controller import Controller
 
-from mailroom.render import message_id
-from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue_many, wait_for
+from tests.runnerkit import RunnerProcess, enqueue_many, runners_message_id, wait_for
 from tests.operatorkit import run as cli
 
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(.*?)\r?$", re.I | re.M)
@@ -63,9 +62,10 @@ class RecordingSink:
         with self.lock:
             return sum(self.accepted.values())
 
-    def copies(self, delivery_key: str) -> int:
+    def copies(self, conn, delivery_key: str) -> int:
+        mid = runners_message_id(conn, delivery_key)
         with self.lock:
-            return self.accepted[message_id(delivery_key, MID_DOMAIN)]
+            return self.accepted[mid]
 
     def url(self) -> str:
         return f"smtp://127.0.0.1:{self.port}"
@@ -137,7 +137,7 @@ def test_overdue_mail_drains_in_bounded_batches_after_an_outage(db_url, conn):
         "SELECT lease_token, count(*)::int AS n FROM mailroom.attempts WHERE worker = 'after' GROUP BY 1").fetchall()
     assert max(c["n"] for c in claims) <= 5
     assert sum(c["n"] for c in claims) == 40 and len(claims) >= 8
-    assert sink.count() == 43 and all(sink.copies(k) == 1 for k in early + backlog)
+    assert sink.count() == 43 and all(sink.copies(conn, k) == 1 for k in early + backlog)
 
 
 def test_sigkill_after_claim_before_send(db_url, conn):
@@ -153,7 +153,7 @@ def test_sigkill_after_claim_before_send(db_url, conn):
         wait_for(lambda: status_of(conn, keys)["sent"] == 6, timeout=20, what="the rescuer sending all six")
         r.stop()
 
-    assert sink.count() == 6 and all(sink.copies(k) == 1 for k in keys), "0 lost, 0 duplicates at the sink"
+    assert sink.count() == 6 and all(sink.copies(conn, k) == 1 for k in keys), "0 lost, 0 duplicates at the sink"
     ledger = conn.execute(
         "SELECT c.delivery_key, array_agg(a.worker || ':' || a.outcome ORDER BY a.id) AS a"
         " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id GROUP BY 1").fetchall()
@@ -181,11 +181,11 @@ def test_sigkill_after_the_sink_accepted_before_the_outcome(db_url, conn):
             r.stop()
 
     # retry: sent again; the recipient has two copies and the ledger says so.
-    assert [sink.copies(k) for k in bulk] == [2, 2, 2]
+    assert [sink.copies(conn, k) for k in bulk] == [2, 2, 2]
     dupes = conn.execute("SELECT delivery_key, certainty, reports FROM mailroom.duplicate_deliveries ORDER BY 1").fetchall()
     assert dupes == [{"delivery_key": k, "certainty": "possible", "reports": ["-/expired", "sent/sent"]} for k in bulk]
     # review: one copy, waiting for a human, never claimed again.
-    assert [sink.copies(k) for k in careful] == [1, 1, 1]
+    assert [sink.copies(conn, k) for k in careful] == [1, 1, 1]
     assert status_of(conn, careful) == Counter(review=3)
     review = conn.execute("SELECT delivery_key, last_worker, last_outcome FROM mailroom.review_queue ORDER BY 1").fetchall()
     assert review == [{"delivery_key": k, "last_worker": "doomed", "last_outcome": "expired"} for k in careful]
@@ -232,8 +232,8 @@ def test_replayed_key_and_late_stale_outcomes(db_url, conn):
         ("order-1", "ghost", "sent", "stale", True),      # the replay: a second successful send on record
         ("order-1", "live", "sent", "sent", False),
     ]
-    assert status_of(conn, ["invoice-1"]) == Counter(sent=1) and sink.copies("invoice-1") == 0
-    assert sink.copies("order-1") == 1
+    assert status_of(conn, ["invoice-1"]) == Counter(sent=1) and sink.copies(conn, "invoice-1") == 0
+    assert sink.copies(conn, "order-1") == 1
     assert conn.execute("SELECT delivery_key, certainty FROM mailroom.duplicate_deliveries").fetchall() == [
         {"delivery_key": "order-1", "certainty": "confirmed"}]
     code, out, err = cli("inspect", "--dsn", db_url, "--json", "order-1")

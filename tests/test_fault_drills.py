@@ -132,8 +132,8 @@ def sent_count(conn) -> int:
 
 def judge(conn, received: Counter) -> dict:
     """The verdict every drill ends with; returns its figures."""
-    sent = [r["delivery_key"] for r in conn.execute("SELECT delivery_key FROM mailroom.messages WHERE status = 'sent'")]
-    by_mid = {message_id(k, MID_DOMAIN): k for k in sent}
+    sent = conn.execute("SELECT id, delivery_key FROM mailroom.messages WHERE status = 'sent'").fetchall()
+    by_mid = {message_id(r["delivery_key"], r["id"], MID_DOMAIN): r["delivery_key"] for r in sent}
     missing, foreign = set(by_mid) - set(received), set(received) - set(by_mid)
     assert not missing and not foreign, (
         f"{len(missing)} mails sent by the ledger never reached the sink, {len(foreign)} at the sink are not sent")
@@ -145,11 +145,11 @@ def judge(conn, received: Counter) -> dict:
     confirmed = {k for k, c in listed.items() if c == "confirmed"}
     assert confirmed <= twice, f"confirmed duplicates the sink never got twice: {sorted(confirmed - twice)[:5]}"
     ledger = conn.execute(
-        "SELECT c.delivery_key, count(*) FILTER (WHERE a.reported = 'sent')::int AS reported_sent,"
+        "SELECT c.id, c.delivery_key, count(*) FILTER (WHERE a.reported = 'sent')::int AS reported_sent,"
         " count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'released' AND a.attempt > 0)::int AS tries"
-        " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id GROUP BY 1").fetchall()
+        " FROM mailroom.attempts a JOIN mailroom.contents c ON c.id = a.message_id GROUP BY 1, 2").fetchall()
     for row in ledger:
-        copies = received.get(message_id(row["delivery_key"], MID_DOMAIN), 0)
+        copies = received.get(message_id(row["delivery_key"], row["id"], MID_DOMAIN), 0)
         assert row["reported_sent"] <= copies <= row["tries"], (row, copies)
     overlaps = conn.execute(OVERLAPPING_LEASES).fetchall()
     assert overlaps == [], f"{len(overlaps)} pairs of overlapping leases, e.g. {overlaps[:3]}"

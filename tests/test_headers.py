@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from mailroom.render import OWNED, Renderer, RenderError, message_id
+from mailroom.render import OWNED, Renderer, RenderError
 from mailroom.sink import Sink
-from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue, parse
+from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id
 
 ROW = {"id": 1, "delivery_key": "hdr-1", "to_address": "zoe@example.com"}
 ENCODED_WORD = re.compile(rb"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
@@ -171,9 +171,9 @@ def test_a_1200_character_subject_and_a_long_list_unsubscribe_url_are_delivered(
     rows = conn.execute("SELECT delivery_key, status, last_error FROM mailroom.messages ORDER BY 1").fetchall()
     assert [(row["delivery_key"], row["status"]) for row in rows] == [("long-subject", "sent"),
                                                                       ("long-unsubscribe", "sent")], rows
-    subject_mail = got[message_id("long-subject", MID_DOMAIN)]
+    subject_mail = got[runners_message_id(conn, "long-subject")]
     assert parse(subject_mail)["Subject"] == "x" * 1200
-    list_mail = got[message_id("long-unsubscribe", MID_DOMAIN)]
+    list_mail = got[runners_message_id(conn, "long-unsubscribe")]
     assert max(map(len, _lines(subject_mail + list_mail))) <= 998
     # RFC 2369 2: whitespace inside the angle brackets (the folds) is ignored.
     unsubscribe = parse(list_mail)["List-Unsubscribe"]

@@ -28,10 +28,9 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
-from mailroom.render import message_id
 from mailroom.sink import Sink
 from tests.conftest import connect
-from tests.runnerkit import RunnerProcess, enqueue, parse, statuses
+from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id, statuses
 
 # Every table a public function writes (mail: contents, queue and the ledger
 # attempts; messages is their read-only view); time_zones is read-only.
@@ -764,7 +763,7 @@ def test_hostile_values_on_the_wire(db_url, conn):
     assert statuses(conn) == {"sent": 2}
     assert len(got) == 2
 
-    m = got[message_id("inj-vars", "tests.mailroom.invalid")]
+    m = got[runners_message_id(conn, "inj-vars")]
     assert m["rcpt_tos"] == ["ann@example.com"]
     mail = parse(m["data"])
     assert mail["Subject"] == ("Order 42 Subject: free money for Ann Bcc: victim@evil.example"
@@ -773,7 +772,7 @@ def test_hostile_values_on_the_wire(db_url, conn):
     assert mail.get_body(("plain",)).get_content().replace("\r\n", "\n") == "Hello " + evil.replace("\r\n", "\n") + "\n"
     assert "&lt;" not in mail.get_body(("html",)).get_content()  # nothing to escape, but still one body
 
-    m = got[message_id("inj-body", "tests.mailroom.invalid")]
+    m = got[runners_message_id(conn, "inj-body")]
     assert m["rcpt_tos"] == ["bob@xn--nicode-2ya.de"]
     mail = parse(m["data"])
     assert mail["To"] == "bob@xn--nicode-2ya.de"

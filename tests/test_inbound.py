@@ -99,7 +99,7 @@ def sent_mail(db, key: str) -> dict:
     claimed = db.execute("SELECT id, lease_token FROM mailroom.claim_batch('test', 100)").fetchall()
     db.execute("SELECT mailroom.mark_outcomes(%s::jsonb)",
                (json.dumps([{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent"} for r in claimed]),))
-    return {"id": mid, "address": address, "mid": runner_message_id(key, MID_DOMAIN)}
+    return {"id": mid, "address": address, "mid": runner_message_id(key, mid, MID_DOMAIN)}
 
 
 def fill(template: str, mail: dict, verper) -> str:
@@ -182,7 +182,7 @@ def test_runner_message_id_is_what_the_database_checks(db):
 def test_a_report_quoting_another_message_id_is_kept(db, server, verper):
     mail = sent_mail(db, "mid-mismatch")
     before = state(db)
-    other = dict(mail, mid=runner_message_id("some-other-mail", MID_DOMAIN))
+    other = dict(mail, mid=runner_message_id("some-other-mail", mail["id"], MID_DOMAIN))
     code, _ = deliver(server, verper.address(mail["id"], BOUNCE_DOMAIN),
                       crlf(fill((SAMPLES / "postfix_failed.eml").read_text(), other, verper)))
     assert code == 250

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from email import message_from_bytes, policy
 from email.utils import parseaddr
 
@@ -35,7 +36,7 @@ def test_literal_text_and_html(r):
     assert m["Subject"] == " ".join(long_subject.split())
     assert m["From"].addresses[0].display_name == "Zoë’s Shop"
     assert m["Reply-To"].addresses[0].addr_spec == "help@example.com"
-    assert m["Message-ID"] == message_id("order-7", "example.com") == b.message_id
+    assert m["Message-ID"] == message_id("order-7", 1, "example.com") == b.message_id
     assert m.get_body(("plain",)).get_content().replace("\r\n", "\n") == "x" * 1200 + "\nZoë\n"
     assert m.get_body(("html",)).get_content().strip() == "<b>ok</b>"
     assert max(len(line) for line in b.data.split(b"\r\n")) <= 998
@@ -47,6 +48,13 @@ def test_same_delivery_key_same_message_id(r):
     b = r.build({**ROW, "subject": "b", "body_text": "b"})
     c = r.build({**ROW, "delivery_key": "order-8", "subject": "a", "body_text": "a"})
     assert a.message_id == b.message_id != c.message_id
+
+
+def test_message_id_is_the_key_digest_and_the_id():
+    """<40 hex digits of sha256(key).id@domain>: mailroom.message_by_message_id
+    finds the mail by the id and checks the digest (tests/pgtap/message_lookup.sql)."""
+    assert message_id("order-7", 42, "example.com") == (
+        "<" + hashlib.sha256(b"order-7").hexdigest()[:40] + ".42@example.com>")
 
 
 @pytest.mark.parametrize("body", [{"body_text": "only text"}, {"body_html": "<p>only html</p>"}])

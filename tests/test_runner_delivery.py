@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mailroom.render import message_id
 from mailroom.sink import Rule, Sink
-from tests.runnerkit import RunnerProcess, enqueue, parse, settled, statuses, wait_for
+from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id, settled, statuses, wait_for
 
 FAST = ("--poll-interval", "0.2", "--concurrency", "4", "--batch", "20")
 
@@ -37,7 +36,7 @@ def test_rollback_is_never_sent_commit_arrives_complete(db_url, conn, sink):
     assert got["rcpt_tos"] == ["ada@example.com"]
     assert got["mail_from"] == "noreply@tests.mailroom.invalid"
     mail = parse(got["data"])
-    assert mail["Message-ID"] == message_id("order-42", "tests.mailroom.invalid")
+    assert mail["Message-ID"] == runners_message_id(conn, "order-42")
     assert mail["Subject"] == "Your order 42 ✓"
     assert mail["To"] == "ada@example.com"
     assert mail["From"] == "Mailroom Tests <noreply@tests.mailroom.invalid>"

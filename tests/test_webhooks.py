@@ -114,7 +114,7 @@ def sent_mail(db, address: str) -> tuple[int, str]:
     row = db.execute("SELECT * FROM mailroom.claim_batch('hooks-test', 100)").fetchall()
     token = next(r["lease_token"] for r in row if r["id"] == mail_id)
     db.execute("SELECT mailroom.mark_outcome(%s, %s, 'sent')", (mail_id, token))
-    return mail_id, runner_message_id(key, MID_DOMAIN)
+    return mail_id, runner_message_id(key, mail_id, MID_DOMAIN)
 
 
 def footprint(db) -> dict:

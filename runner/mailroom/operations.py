@@ -267,16 +267,16 @@ def _runners_section(runners: list[dict[str, Any]]) -> str:
                                        ("retried", "retried"), ("failed", "failed"), ("relay", "relay")])
 
 
-def _runners_message_id(delivery_key: str, from_address: str, message_id_domain: str | None) -> str:
+def _runners_message_id(delivery_key: str, mail_id: int, from_address: str, message_id_domain: str | None) -> str:
     """The Message-ID runners give this mail: render's function of the delivery
-    key, on the domain they work out from the same two settings."""
+    key and id, on the domain they work out from the same two settings."""
     from mailroom.render import Renderer, message_id  # Jinja2 and MIME only for this command
 
     try:
         domain = Renderer(from_address, message_id_domain).domain
     except ValueError as e:
         raise OperatorError(str(e), EXIT_BAD_INPUT) from None
-    return message_id(delivery_key, domain)
+    return message_id(delivery_key, mail_id, domain)
 
 
 @click.command("inspect")
@@ -299,7 +299,8 @@ def inspect(dsn: str | None, as_json: bool, from_address: str, message_id_domain
         message = conn.execute(SQL_INSPECT, {"ref": ref}).fetchone()["message"]
     if message is None:
         raise OperatorError(f"no message with delivery key or id {ref!r}", EXIT_NOT_FOUND)
-    message["message_id"] = _runners_message_id(message["delivery_key"], from_address, message_id_domain)
+    message["message_id"] = _runners_message_id(message["delivery_key"], message["id"], from_address,
+                                               message_id_domain)
     if as_json:
         _emit_json(message)
         return

@@ -9,8 +9,8 @@ Compiled templates are cached by (key, updated_at): the runner fetches the
 batch's templates with `get_templates` once per batch and compiles only those
 it has not seen at that version.
 
-Every mail gets a `Message-ID` derived from its delivery key (the same logical
-mail always has the same Message-ID, so a duplicate is recognisable downstream),
+Every mail gets a `Message-ID` derived from its delivery key and id (every
+attempt of a mail has the same Message-ID, so a duplicate is recognisable downstream),
 a `Date`, the row's headers, and text + HTML as multipart/alternative.
 
 A `RenderError` fails that one message permanently; its text is the reason.
@@ -315,10 +315,14 @@ def _date_now() -> str:
     return cached[1]
 
 
-def message_id(delivery_key: str, domain: str) -> str:
-    """`<hex@domain>`: a stable function of the delivery key (no key text leaks)."""
+def message_id(delivery_key: str, mail_id: int, domain: str) -> str:
+    """`<digest.id@domain>`: the first 40 hex digits of sha256(delivery key)
+    (no key text leaks) and the mail's id, both the same on every attempt of
+    the mail. The id lets feedback find the mail by primary key
+    (`mailroom.message_by_message_id`), the digest makes a made-up id find
+    nothing; v0.3 runners wrote `<digest@domain>`."""
     digest = hashlib.sha256(delivery_key.encode("utf-8")).hexdigest()[:40]
-    return f"<{digest}@{domain}>"
+    return f"<{digest}.{mail_id}@{domain}>"
 
 
 class Renderer:
@@ -410,7 +414,7 @@ class Renderer:
         headers = row.get("headers") or {}
         if not isinstance(headers, dict):
             raise RenderError("headers: not a JSON object")
-        mid = message_id(row["delivery_key"], self.domain)
+        mid = message_id(row["delivery_key"], row["id"], self.domain)
         # Header names are case-insensitive (RFC 5322 1.2.2): "FROM" is From.
         given: dict[str, tuple[str, object]] = {}
         for name, value in headers.items():

@@ -1,22 +1,33 @@
 -- pgTAP: message_by_message_id finds a mail by the Message-ID a runner gave it.
 BEGIN;
-SELECT plan(9);
+SELECT plan(13);
 
-SELECT has_index('mailroom', 'contents', 'contents_message_ref_idx', 'the Message-ID index exists');
+SELECT hasnt_index('mailroom', 'contents', 'contents_message_ref_idx',
+  'no index of digests: the id in the Message-ID finds the mail by primary key');
 SELECT function_privs_are('mailroom', 'message_by_message_id', ARRAY['text'], 'mailroom_feedback', ARRAY['EXECUTE'],
   'feedback reporters look mail up');
 SELECT function_privs_are('mailroom', 'message_by_message_id', ARRAY['text'], 'mailroom_app', ARRAY[]::text[],
   'the app does not');
 
 CREATE TEMP TABLE m AS SELECT mailroom.enqueue('ann@example.com', 'Hi', 'text', p_delivery_key => 'order:42:receipt') AS id;
--- runner/mailroom/render.py: '<' + sha256(delivery key).hexdigest()[:40] + '@' + domain + '>'
-CREATE TEMP TABLE mid AS SELECT left(encode(sha256(convert_to('order:42:receipt', 'UTF8')), 'hex'), 40) AS hex;
-SELECT is(mailroom.message_by_message_id('<' || (SELECT hex FROM mid) || '@shop.example>'), (SELECT id FROM m),
-  'found by its Message-ID');
-SELECT is(mailroom.message_by_message_id(upper((SELECT hex FROM mid)) || '@other.example'), (SELECT id FROM m),
-  'without brackets, in upper case, under another domain');
-SELECT is(mailroom.message_by_message_id('<' || left((SELECT hex FROM mid), 16) || repeat('0', 24) || '@shop.example>'),
-  NULL, 'the same 64-bit prefix but not the same digest: not that mail');
+SELECT mailroom.enqueue('bob@example.com', 'Hi', 'text', p_delivery_key => 'order:43:receipt');
+-- runner/mailroom/render.py: '<' + sha256(delivery key).hexdigest()[:40] + '.' + id + '@' + domain + '>'
+CREATE TEMP TABLE mid AS SELECT left(encode(sha256(convert_to('order:42:receipt', 'UTF8')), 'hex'), 40) AS hex,
+                                (SELECT id FROM m) AS id;
+SELECT is(mailroom.message_by_message_id('<' || hex || '.' || id || '@shop.example>'), (SELECT id FROM m),
+  'found by its Message-ID') FROM mid;
+SELECT is(mailroom.message_by_message_id(upper(hex) || '.' || id || '@other.example'), (SELECT id FROM m),
+  'without brackets, in upper case, under another domain') FROM mid;
+SELECT is(mailroom.message_by_message_id('<' || hex || '.' || (id + 1) || '@shop.example>'), NULL,
+  'the digest with another mail''s id: not that mail (a made-up id finds nothing)') FROM mid;
+SELECT is(mailroom.message_by_message_id('<' || repeat('0', 40) || '.' || id || '@shop.example>'), NULL,
+  'the id with another digest: not that mail') FROM mid;
+SELECT is(mailroom.message_by_message_id('<' || hex || '.999999999@shop.example>'), NULL,
+  'an id no mail has (pruned): NULL') FROM mid;
+SELECT is(mailroom.message_by_message_id('<' || hex || '.99999999999999999999@shop.example>'), NULL,
+  'an id past bigint: NULL, no error') FROM mid;
+SELECT is(mailroom.message_by_message_id('<' || hex || '@shop.example>'), NULL,
+  'the v0.3 form without the id cannot be found (VERP still names a bounce''s mail)') FROM mid;
 SELECT is(mailroom.message_by_message_id('<CAF=abc@mail.gmail.com>'), NULL, 'a Message-ID mailroom did not write: NULL');
 SELECT is(mailroom.message_by_message_id(NULL), NULL, 'NULL: NULL');
 SELECT throws_ok($$SELECT mailroom.message_by_message_id(repeat('a', 1001))$$, '22023',

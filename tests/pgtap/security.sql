@@ -126,6 +126,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_mark_outcome(bigint, uuid, text, text, integer, text, text, timestamp with time zone)', '', 'definer'),
   ('_mark_outcomes(jsonb, timestamp with time zone)', '', 'definer'),
   ('_materialize_schedules(integer, timestamp with time zone)', '', 'definer'),
+  ('_message_id_parts(text)', '', 'invoker'),
   ('_next_occurrence(mailroom.cron_spec, text, timestamp with time zone)', '', 'definer'),
   ('_prune(interval, integer, timestamp with time zone)', '', 'definer'),
   ('_prune_feedback(integer, timestamp with time zone)', '', 'definer'),

@@ -92,7 +92,7 @@ def main() -> None:
             some = conn.execute("SELECT id, delivery_key, to_address FROM mailroom.contents"
                                 " WHERE delivery_key = %s", (f"h-{args.history - 1234}",)).fetchone()
             # Message-IDs and recipients are looked for among the latest mail: a campaign's.
-            recent = conn.execute("SELECT delivery_key, to_address FROM mailroom.contents"
+            recent = conn.execute("SELECT delivery_key, to_address, id FROM mailroom.contents"
                                   " WHERE campaign_id IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET 5000").fetchone()
         try:
             operator_url = re.sub(r"//[^@/]*@", f"//{role}@", url, count=1)
@@ -103,7 +103,7 @@ def main() -> None:
             token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
             assert client.post("/login", data={"csrf_token": token, "username": "bench", "password": "bench"}
                                ).status_code == 302
-            mid = message_id(recent[0], "bench.invalid")
+            mid = message_id(recent[0], recent[2], "bench.invalid")
             pages = [
                 ("overview", "/"),
                 ("campaigns", "/campaigns"),

@@ -362,8 +362,8 @@ class Runner:
             raise FatalError(
                 "the role cannot execute mailroom." + ", mailroom.".join(missing)
                 + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
-        if self.unsubscribe.enabled:
-            self._read_streams()
+        # Read even without --unsubscribe-url: run() warns when a stream wants the headers.
+        self._read_streams()
         every = self.s.heartbeat_interval
         if self.on_flush_every is not None:
             every = min(every, self.on_flush_every)
@@ -533,12 +533,7 @@ class Runner:
         """At start, without --unsubscribe-url: say so when a stream's mail
         should carry unsubscribe headers (RFC 8058; bulk senders must offer
         them), since this runner will send it without."""
-        try:
-            streams = queries.stream_settings(self.pool)
-        except (queries.DatabaseUnavailable, queries.QueryError) as e:
-            event(logging.WARNING, "streams.unavailable", error=str(e))
-            return
-        wanting = sorted(name for name, headers in streams.items() if headers)
+        wanting = sorted(name for name, headers in self.unsubscribe.streams.items() if headers)
         if wanting:
             event(logging.WARNING, "unsubscribe.not_configured", streams=",".join(wanting),
                   hint="their mail goes out without List-Unsubscribe headers: give --unsubscribe-url "

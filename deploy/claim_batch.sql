@@ -417,14 +417,13 @@ BEGIN
         SELECT coalesce(array_agg(q.id), '{}') INTO v_claimed
         FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
         IF v_dom_limited THEN
-          PERFORM FROM mailroom._domain_budgets_spend(
-            ARRAY(SELECT u.domain FROM unnest(v_cid, v_cdom) AS u(id, domain)
-                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
-            ARRAY(SELECT u.lim FROM unnest(v_cid, v_cdlim_s) AS u(id, lim)
-                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
-            ARRAY(SELECT u.lim FROM unnest(v_cid, v_cdlim_m) AS u(id, lim)
-                  WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)),
-            p_now, -1);
+          PERFORM FROM (
+            SELECT array_agg(u.domain ORDER BY u.ord) AS domains, array_agg(u.lim_s ORDER BY u.ord) AS lim_s,
+                   array_agg(u.lim_m ORDER BY u.ord) AS lim_m
+            FROM unnest(v_cid, v_cdom, v_cdlim_s, v_cdlim_m) WITH ORDINALITY AS u(id, domain, lim_s, lim_m, ord)
+            WHERE u.id = ANY (v_pick) AND u.id <> ALL (v_claimed)
+          ) AS refused
+          CROSS JOIN LATERAL mailroom._domain_budgets_spend(refused.domains, refused.lim_s, refused.lim_m, p_now, -1);
         END IF;
         v_pick := v_claimed;
       END IF;

@@ -1,7 +1,9 @@
 """The asyncio SMTP session the runner sends with (mailroom.asyncsmtp)
 against a real aiosmtpd sink, with and without PIPELINING: the same
 classification as transport.SmtpConnection (tests/test_transport.py), above
-all the ambiguous-after-body rule."""
+all the ambiguous-after-body rule. Each test runs on asyncio's own event
+loop and on the one the send pool runs its sessions on (uvloop's, when it
+is installed)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 
 import pytest
 
+from mailroom import sendpool
 from mailroom.asyncsmtp import AsyncSmtpConnection
 from mailroom.render import Renderer
 from mailroom.sink import Rule, Sink, free_port
@@ -17,6 +20,22 @@ from tests.runnerkit import self_signed_cert
 
 ROW = {"id": 1, "delivery_key": "k-1", "to_address": "to@example.com", "subject": "s", "body_text": "b"}
 pytestmark = pytest.mark.parametrize("pipelining", [False, True], ids=["plain", "pipelining"])
+
+
+class _SendPoolLoops(asyncio.DefaultEventLoopPolicy):
+    def new_event_loop(self):
+        return sendpool.new_event_loop()
+
+
+@pytest.fixture(autouse=True, params=["asyncio-loop", "send-pool-loop"])
+def event_loop_kind(request):
+    """asyncio.run in these tests runs on the loop named by the param."""
+    if request.param == "send-pool-loop":
+        asyncio.set_event_loop_policy(_SendPoolLoops())
+    try:
+        yield request.param
+    finally:
+        asyncio.set_event_loop_policy(None)
 
 
 def _built(**row):

@@ -208,8 +208,16 @@ class AsyncSmtpConnection:
     async def _reply(self, stage: str):
         return await self._watchdog().wait(self.p.reply(), self.url.timeout)
 
+    def _write(self, data: bytes) -> None:
+        # On a connection already lost asyncio's transport drops the write
+        # (the next reply tells) and uvloop's raises RuntimeError: both are
+        # a lost connection, classified at the stage it happened in.
+        if self.p.lost is not None:
+            raise ConnectionResetError(f"connection lost before the write ({_short(self.p.lost)})")
+        self.transport.write(data)
+
     async def _command(self, line: bytes, stage: str):
-        self.transport.write(line + b"\r\n")
+        self._write(line + b"\r\n")
         return await self._reply(stage)
 
     async def _ehlo(self) -> None:
@@ -335,7 +343,7 @@ class AsyncSmtpConnection:
         try:
             mail = b"MAIL FROM:<" + envelope_from.encode() + b">" + options + b"\r\n"
             rcpt_line = b"RCPT TO:<" + rcpt.encode() + b">\r\n"
-            w = self.transport.write
+            w = self._write
             if "pipelining" in self.extensions:
                 w(mail + rcpt_line + b"DATA\r\n")
                 if self.trace is not None:

@@ -19,6 +19,19 @@ from mailroom import sendtrace
 from mailroom.logs import event
 
 
+def new_event_loop():
+    """uvloop's event loop when it is installed (the `fast` extra), else
+    asyncio's: the send pool's sessions spend most of their CPU in the loop
+    itself (bench/slow_relay.py measures both)."""
+    try:
+        import uvloop
+    except ImportError:
+        import asyncio
+
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class ThreadSendPool:
     """N threads, each keeping one transport connection open."""
 
@@ -119,7 +132,7 @@ class AsyncSendPool:
     def _run(self) -> None:
         import asyncio
 
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
         self._queue, self._work = asyncio.Queue(), asyncio.Event()

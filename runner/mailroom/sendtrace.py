@@ -43,7 +43,14 @@ class LoopTrace:
         self.iterations: list[float] = []  # called, returned, ready events, ...
         self.collections: list[float] = []  # start, end, generation, ...
         self._gc_started = 0.0
-        selector = loop._selector  # asyncio's selector event loop: the one place every iteration passes
+        import gc
+
+        gc.callbacks.append(self._on_gc)
+        # asyncio's selector event loop: the one place every iteration
+        # passes; uvloop's has none, so its iterations go untimed.
+        selector = getattr(loop, "_selector", None)
+        if selector is None:
+            return
         select = selector.select
         clock = time.time
 
@@ -54,9 +61,6 @@ class LoopTrace:
             return ready
 
         selector.select = timed_select
-        import gc
-
-        gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict) -> None:
         if phase == "start":

@@ -18,6 +18,10 @@ polling costs the database next to nothing):
   machine allow,
 - runner CPU per mail (user + system of the runner processes, /proc,
   interpolated at the window's ends),
+- smtp-sink's CPU per mail, the same way: on a shared 2-core machine the
+  relay competes with the runners for the cores (at 1,024 sessions it
+  spends about as much per mail as a runner: each command re-arms its
+  read timer in a timer list it walks from the start),
 - peak RSS (VmHWM) of a runner.
 
 Options for investigating (make bench passes none of them): --configs 1x1024,
@@ -30,7 +34,8 @@ how long a session takes from a reply to its next command, and how one
 mail's cycle is split), --rounds N (repeat the configurations), --ab DIR (each
 round also runs the runner package in DIR, e.g. main's runner/ copied there,
 in alternating order: an A/B in one run, for a busy machine, where CPU per
-mail is the figure to trust).
+mail is the figure to trust), --sink awake,idle and --sink-nice N[,N] (smtp-sink's
+scheduling priority, e.g. -10 as root) measure against each in turn.
 
 smtp-sink is a C server (Debian package postfix; `make bench` installs it
 when run as root); its -w holds the reply to DATA (the 354; the 250s to a
@@ -100,11 +105,12 @@ def _raise_open_files(n: int) -> None:
 
 
 @contextmanager
-def smtp_sink(binary: str, connections: int, delay: float = DELAY, awake: bool = True):
+def smtp_sink(binary: str, connections: int, delay: float = DELAY, awake: bool = True, nice: int = 0):
     """smtp-sink on a free loopback port, holding each mail `delay` s (0: no
     wait); yields its smtp:// URL, port and pid. awake: with a client that
     sends it a NOOP every KEEP_AWAKE_S (see keep_awake), so its held replies
-    go out at the whole second they are due, not up to a second later."""
+    go out at the whole second they are due, not up to a second later.
+    nice: its scheduling priority (setpriority; below 0 needs root)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -115,6 +121,8 @@ def smtp_sink(binary: str, connections: int, delay: float = DELAY, awake: bool =
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     waker = None
     try:
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -349,7 +357,7 @@ def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
 
 def measure(url: str, smtp: str, runners: int, connections: int, seconds: float, delay: float,
             sessions: bool = False, profile: Path | None = None, runner_path: Path | None = None,
-            trace: Path | None = None):
+            trace: Path | None = None, sink_pid: int | None = None):
     # With no wait, as many mails as a slow relay would take in `seconds` at these connections.
     total = int(runners * connections / max(delay, DELAY) * seconds)
     metric_ports = [free_port() for _ in range(runners)] if sessions else []
@@ -366,12 +374,15 @@ def measure(url: str, smtp: str, runners: int, connections: int, seconds: float,
         load_queued(conn, total, f"{runners}x{connections}")
         conn.execute("NOTIFY mailroom, 'default'")
         cpu: list[tuple[float, float]] = []
+        sink_cpu: list[tuple[float, float]] = []
         idle: list[tuple[float, float, float]] = []  # (time, idle sessions, claimed mail waiting)
         spy = None
         deadline = time.monotonic() + seconds * 4 + 60
         while True:
             n, now = finished(conn), time.time()
             cpu.append((now, sum(cpu_seconds(p) for p in pids)))
+            if sink_pid is not None:
+                sink_cpu.append((now, cpu_seconds(sink_pid)))
             if metric_ports:
                 gauges = [scrape(p) for p in metric_ports]
                 idle.append((now, sum(g["mailroom_sessions_idle"] for g in gauges),
@@ -397,12 +408,13 @@ def measure(url: str, smtp: str, runners: int, connections: int, seconds: float,
     rate = mails / (t_end - t_start)
     ideal = runners * connections / DELAY
     cpu_used = interpolate(cpu, t_end) - interpolate(cpu, t_start)
+    sink_used = interpolate(sink_cpu, t_end) - interpolate(sink_cpu, t_start) if sink_cpu else None
     steady = [(i, w) for t, i, w in idle if t_start <= t <= t_end]
     traced = (trace_summary(sorted(trace.glob(trace_prefix.name + ".*")), t_start, t_end)
               if trace is not None else [])
     return {"trace": traced, "runners": runners, "connections": connections, "mails": total, "rate": rate, "ideal": ideal,
             "ratio": rate / ideal, "cpu_us": cpu_used / mails * 1e6, "rss": rss, "window": t_end - t_start,
-            "idle": steady}
+            "idle": steady, "sink_cpu_us": sink_used / mails * 1e6 if sink_used is not None else None}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -418,6 +430,13 @@ def _sink_modes(text: str) -> tuple[bool, ...]:
         return tuple(modes[m] for m in text.split(","))
     except KeyError:
         raise SystemExit(f"--sink: {text!r}: expected awake, idle or awake,idle") from None
+
+
+def _nice_values(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--sink-nice: {text!r}: expected N[,N...], e.g. 0,-10") from None
 
 
 def main() -> int:
@@ -436,6 +455,8 @@ def main() -> int:
                         help="send timelines of the runners here, summarised (mailroom.sendtrace)")
     parser.add_argument("--sink", type=_sink_modes, default=(True,), metavar="awake,idle",
                         help="measure the runners against smtp-sink kept awake (the default), idle, or both")
+    parser.add_argument("--sink-nice", type=_nice_values, default=(0,), metavar="N[,N]",
+                        help="smtp-sink's scheduling priority (e.g. -10 as root; a list alternates)")
     parser.add_argument("--keep-awake", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--ab", type=Path, default=None, metavar="DIR",
                         help="A/B: also run the mailroom package found in DIR (alternating)")
@@ -469,22 +490,23 @@ def main() -> int:
     with scratch_database("mailroom_bench_slow_relay") as url:
         for round_ in range(args.rounds):
             for runners, connections in args.configs:
-                alone = {}  # the sink alone, kept awake and as it is
-                for awake in (True, False):
-                    with smtp_sink(binary, runners * connections, args.delay, awake) as (smtp, port, _):
-                        alone[awake] = (sink_alone(port, runners * connections, min(seconds / 2, 10.0), args.delay)
-                                        if args.sink_alone and args.delay else None)
-                variants = [None] if args.ab is None else [None, args.ab][::1 if round_ % 2 else -1]
-                for awake in args.sink:
-                    for runner_path in variants:
-                        with smtp_sink(binary, runners * connections, args.delay, awake) as (smtp, port, _):
-                            row = measure(url, smtp, runners, connections, seconds, args.delay, args.sessions,
-                                          args.profile, runner_path, args.trace)
-                        row["alone"] = {k: v / row["ideal"] if v else None for k, v in alone.items()}
-                        row["awake"] = awake
-                        row["variant"] = "A" if runner_path else "B"
-                        row["load"] = os.getloadavg()[0]
-                        rows.append(row)
+                for nice in args.sink_nice:
+                    alone = {}  # the sink alone, kept awake and as it is
+                    for awake in (True, False):
+                        with smtp_sink(binary, runners * connections, args.delay, awake, nice) as (smtp, port, _):
+                            alone[awake] = (sink_alone(port, runners * connections, min(seconds / 2, 10.0),
+                                                       args.delay) if args.sink_alone and args.delay else None)
+                    variants = [None] if args.ab is None else [None, args.ab][::1 if round_ % 2 else -1]
+                    for awake in args.sink:
+                        for runner_path in variants:
+                            with smtp_sink(binary, runners * connections, args.delay, awake, nice) as (smtp, _, pid):
+                                row = measure(url, smtp, runners, connections, seconds, args.delay, args.sessions,
+                                              args.profile, runner_path, args.trace, pid)
+                            row["alone"] = {k: v / row["ideal"] if v else None for k, v in alone.items()}
+                            row["awake"], row["nice"] = awake, nice
+                            row["variant"] = "A" if runner_path else "B"
+                            row["load"] = os.getloadavg()[0]
+                            rows.append(row)
     if args.ab is not None:
         print(f"A: the runner in {args.ab}; B: this checkout's")
     print("sink: 'awake' = smtp-sink with a client sending it a NOOP every"
@@ -492,16 +514,20 @@ def main() -> int:
           " 'idle' = smtp-sink alone (it sleeps a whole second after the last command of a burst);"
           " sink alone: the trivial client's ratio to the ideal against each, in the same run")
     print(f"{'':>2}{'runners':>7} {'conns':>6} {'sink':>6} {'mails':>7} {'mails/s':>8} {'ideal':>6} {'ratio':>6}"
-          f" {'alone awake':>11} {'alone idle':>10} {'CPU/mail':>9} {'peak RSS':>9} {'window':>7} {'load':>5}")
+          f" {'alone awake':>11} {'alone idle':>10} {'CPU/mail':>9} {'sink CPU':>9} {'peak RSS':>9} {'window':>7}"
+          f" {'load':>5}")
 
     def ratio(v):
         return f"{v:.2f}" if v is not None else "-"
 
+    def sink_label(r):
+        return ("awake" if r["awake"] else "idle") + (f"{r['nice']:+d}" if r["nice"] else "")
+
     for r in rows:
         print(f"{r['variant'] if args.ab else '':>2}{r['runners']:>7} {r['connections']:>6}"
-              f" {'awake' if r['awake'] else 'idle':>6} {r['mails']:>7,} {r['rate']:>8.0f} {r['ideal']:>6.0f}"
+              f" {sink_label(r):>6} {r['mails']:>7,} {r['rate']:>8.0f} {r['ideal']:>6.0f}"
               f" {r['ratio']:>6.2f} {ratio(r['alone'][True]):>11} {ratio(r['alone'][False]):>10}"
-              f" {r['cpu_us']:>7.0f}us {r['rss']:>6.1f} MB {r['window']:>6.1f}s {r['load']:>5.1f}")
+              f" {r['cpu_us']:>7.0f}us {r['sink_cpu_us']:>7.0f}us {r['rss']:>6.1f} MB {r['window']:>6.1f}s {r['load']:>5.1f}")
     for r in rows:
         if r["idle"]:
             idle = sorted(i for i, _ in r["idle"])
@@ -516,7 +542,8 @@ def main() -> int:
                   " (mail whose commands were written in the window):")
             for line in r["trace"]:
                 print("  " + line)
-    if args.delay != DELAY or args.configs != CONFIGS or args.rounds != 1 or args.ab or args.sink != (True,):
+    if (args.delay != DELAY or args.configs != CONFIGS or args.rounds != 1 or args.ab or args.sink != (True,)
+            or len(args.sink_nice) > 1):
         return 0  # an investigation, not the issue's figures
     for r in rows[1:]:
         what = f"{r['runners']} x {r['connections']}"

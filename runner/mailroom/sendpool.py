@@ -20,9 +20,9 @@ from mailroom.logs import event
 
 
 def new_event_loop():
-    """uvloop's event loop when it is installed (the `fast` extra), else
-    asyncio's: the send pool's sessions spend most of their CPU in the loop
-    itself (bench/slow_relay.py measures both)."""
+    """uvloop's event loop when it is installed (a dependency except on
+    Windows), else asyncio's: the send pool's sessions spend most of their
+    CPU in the loop itself (bench/slow_relay.py --ab measures both)."""
     try:
         import uvloop
     except ImportError:

@@ -8,6 +8,6 @@ DROP FUNCTION mailroom.resume_sender(text);
 DROP FUNCTION mailroom._breaker_reset(text, text, timestamptz);
 DROP FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz);
 DROP FUNCTION mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz);
-DROP FUNCTION mailroom._breaker_figures(mailroom.breaker_counts, integer);
+DROP FUNCTION mailroom._breaker_figures(text, text, integer);
 
 COMMIT;

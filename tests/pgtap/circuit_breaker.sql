@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(38);
+SELECT plan(40);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -76,14 +76,16 @@ SELECT is(mailroom.resume_sender('bulk'), 0, 'resuming twice does nothing');
 SELECT throws_ok($$SELECT mailroom.resume_sender('')$$, '22023', 'mailroom: sender: must be 1 to 200 characters',
   'resume_sender refuses an empty name');
 RESET ROLE;
-SELECT is((SELECT count(*)::int FROM mailroom.breaker_counts WHERE scope = 'sender'), 0, 'the sender''s counts are gone');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_status WHERE scope = 'sender' AND key = 'bulk'), 0,
+  'the sender''s window starts afresh: nothing counted, nothing shown');
 SELECT isnt((SELECT resumed_at FROM mailroom.breaker_trips WHERE scope = 'sender'), NULL, 'its trip is closed');
 SELECT results_eq($$SELECT to_address FROM mailroom.claim_batch('w1', 100)$$, $$VALUES ('bob@example.com')$$,
   'the resumed sender''s mail goes');
 
 -- Resume the campaign: fresh window, so the next bounce alone does not trip again.
 SELECT is(mailroom.resume_campaign((SELECT id FROM c)) > 0, true, 'resume_campaign queues its mail again');
-SELECT is((SELECT count(*)::int FROM mailroom.breaker_counts WHERE scope = 'campaign'), 0, 'the campaign''s counts are gone');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_status WHERE scope = 'campaign'), 0,
+  'the campaign''s window starts afresh');
 
 -- Feedback: a complaint recorded later counts without a delivery, once per event.
 SELECT mailroom.set_breaker_thresholds('campaign', p_complaint_pause => 0.05, p_complaint_warn => 0.01);
@@ -100,17 +102,23 @@ SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)),
 SELECT is((SELECT reason FROM mailroom.breaker_trips WHERE resumed_at IS NULL AND scope = 'campaign'),
   'complaint rate 6.667 % >= 5.000 % over the last 30 delivered', 'the trip says it was complaints');
 
--- The window rolls: after a full clean window the old bounces weigh less.
+-- The window is the last 100 delivered: bounces leave it when 100 more were delivered after them.
 SELECT mailroom._breaker_tally('sender', 'roll', 90, 10, 0, now());
 SELECT mailroom._breaker_tally('sender', 'roll', 10, 0, 0, now());
 SELECT mailroom._breaker_tally('sender', 'roll', 50, 0, 0, now());
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
-  $$VALUES (100.00, 5.00)$$, 'half a window on: 50 new delivered and half of the previous 100 (with its 10 bounces)');
+  $$VALUES (100.00, 10.00)$$, '150 delivered: the last 100 still hold the 10 bounces counted at the 90th');
+SELECT mailroom._breaker_tally('sender', 'roll', 40, 0, 0, now());
+SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
+  $$VALUES (100.00, 0.00)$$, '190 delivered: the window has passed them');
+SELECT mailroom._breaker_tally('sender', 'roll', 0, 1, 0, now());
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_bad_events WHERE key = 'roll'), 1,
+  'the next bad event forgets those the window has passed');
 
 -- Operators read the view (it calls no function they may not execute).
 SET ROLE mailroom_operator;
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
-  $$VALUES (100.00, 5.00)$$, 'mailroom_operator reads breaker_status');
+  $$VALUES (100.00, 1.00)$$, 'mailroom_operator reads breaker_status');
 RESET ROLE;
 
 -- Bad thresholds.

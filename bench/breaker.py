@@ -8,19 +8,24 @@ mailroom_sql.pgbench: claim_batch of 50, then one mark_outcomes reporting the
 _breaker_count_outcomes, swapped in between runs in one scratch database:
 
 - before: the breaker before brk5 (bench/breaker_before.sql): every batch
-  updates its sender's one counter row and holds it to commit, so the four
-  clients, all reporting mail of the sender 'default', queue on that row;
-- brk5: HEAD's, delivered mail counted in each backend's own row;
+  looks up its mails' campaign and sender and updates the sender's one
+  counter row, held to commit, so the four clients, all reporting mail of
+  the sender 'default', queue on that row;
+- shards: brk5's first step (bench/breaker_before.sql): the same lookups,
+  counted in the reporting backend's own row (no row shared, no wait);
+- brk5: HEAD's: the batch's delivered ids are one insert into
+  breaker_pending, looked up and counted later by a fold (bad events, the
+  pg_cron job);
 - none: counting nothing (what the breaker costs at all: the ceiling);
 
 and drain.py's raw limit (bench/limit.pgbench on its own table), the
 reference of "x limit". A round runs the sides as a palindrome (limit,
-before, brk5, none, none, brk5, before, limit; the next round in the other
-order), each side's figure in a round the mean of its two runs, so drift in
+before, shards, brk5, none, none, brk5, shards, before, limit; the next round
+in the other order), each side's figure in a round the mean of its two runs, so drift in
 the shared machine's load hits every side alike; ratios are taken within
 each round and the median over rounds is printed.
 
-    .venv/bin/python bench/breaker.py [--quick]
+    .venv/bin/python bench/breaker.py [--quick] [--rounds N]
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ NONE = ("CREATE OR REPLACE FUNCTION mailroom._breaker_count_outcomes(p_sent bigi
 SIDES = {
     "limit": "limit (pgbench: claim 50, mark 50; own table)",
     "before": "claim_batch + mark_outcomes, breaker before brk5",
-    "brk5": "claim_batch + mark_outcomes, breaker of brk5",
+    "shards": "  ... brk5 step 1: per-backend rows, counted now",
+    "brk5": "  ... brk5: ids pending, counted by a later fold",
     "none": "claim_batch + mark_outcomes, no breaker at all",
 }
 
@@ -53,8 +59,10 @@ def function_def(conn, name: str) -> str:
 
 def main() -> int:
     quick = "--quick" in sys.argv
-    n = 10_000 if quick else 20_000
-    rounds = 2 if quick else 4
+    n = 10_000
+    rounds = 2 if quick else 6
+    if "--rounds" in sys.argv:
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
     results: dict[str, list[float]] = {k: [] for k in SIDES}
     wal: dict[str, list[float]] = {k: [] for k in SIDES}
     sql_side = run_queue_script("mailroom_sql.pgbench")
@@ -67,9 +75,12 @@ def main() -> int:
             "before": function_def(conn, SIGNATURE.replace("_breaker_count_outcomes",
                                                            "_bench_breaker_count_outcomes_before"))
                       .replace("_bench_breaker_count_outcomes_before", "_breaker_count_outcomes"),
+            "shards": function_def(conn, SIGNATURE.replace("_breaker_count_outcomes",
+                                                           "_bench_breaker_count_outcomes_shards"))
+                      .replace("_bench_breaker_count_outcomes_shards", "_breaker_count_outcomes"),
             "none": NONE,
         }
-        order = ["limit", "before", "brk5", "none"]
+        order = ["limit", "before", "shards", "brk5", "none"]
         for r in range(rounds):
             keys = order if r % 2 == 0 else order[::-1]
             runs: dict[str, list] = {k: [] for k in keys}
@@ -98,6 +109,7 @@ def main() -> int:
     per_round = " ".join(f"{x / y:.3f}" for x, y in zip(results["brk5"], results["before"]))
     print(f"figure breaker brk5 / before, claim_batch + mark_outcomes: {ratio('brk5', 'before'):.3f} x the mails/s "
           f"(median of {rounds} rounds: {per_round})")
+    print(f"figure breaker brk5 step 1 (shards) / before: {ratio('shards', 'before'):.3f} x")
     print(f"figure breaker brk5 / no breaker: {ratio('brk5', 'none'):.3f} x; before / no breaker: "
           f"{ratio('before', 'none'):.3f} x")
     return 0

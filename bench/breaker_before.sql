@@ -146,3 +146,46 @@ $$;
 ALTER FUNCTION mailroom._bench_breaker_count_outcomes_before(bigint[], bigint[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._bench_breaker_count_outcomes_before(bigint[], bigint[], timestamptz) FROM PUBLIC;
 
+
+-- The side "shards": brk5's first step (commit 3bac53c), delivered mail counted per
+-- campaign and sender at report time (one contents lookup per mail) in the
+-- reporting backend's own breaker_delivered row; the bounces as HEAD.
+CREATE FUNCTION mailroom._bench_breaker_count_outcomes_shards(p_sent bigint[], p_bounced bigint[], p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  -- Delivered mail (sent, and the synchronous hard bounces), per campaign
+  -- and sender, in one statement on this backend's own rows: nothing here
+  -- waits for another reporter, and no other reporter waits for this.
+  INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
+  SELECT x.scope, x.key, pg_backend_pid(), count(*), p_now
+  FROM (SELECT u.id FROM unnest(p_sent) AS u(id)
+        UNION ALL
+        SELECT u.id FROM unnest(p_bounced) AS u(id)) AS m
+  JOIN mailroom.contents c ON c.id = m.id
+  CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+  WHERE x.key IS NOT NULL
+  GROUP BY x.scope, x.key
+  ON CONFLICT (scope, key, backend_pid) DO UPDATE
+  SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at;
+
+  IF cardinality(p_bounced) > 0 THEN
+    -- The bounces evaluate, one tally per campaign and sender in one fixed
+    -- order (campaigns before senders, each by key), so that two batches
+    -- locking the same breaker_counts rows cannot deadlock.
+    PERFORM mailroom._breaker_tally(t.scope, t.key, 0, t.bounced, 0, p_now)
+    FROM (
+      SELECT x.scope, x.key, count(*)::integer AS bounced
+      FROM unnest(p_bounced) AS m(id)
+      JOIN mailroom.contents c ON c.id = m.id
+      CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+      WHERE x.key IS NOT NULL
+      GROUP BY x.scope, x.key
+      ORDER BY x.scope, x.key
+    ) AS t;
+  END IF;
+END
+$$;

@@ -8,8 +8,11 @@
 -- automatically, with the reason and the figures kept in breaker_trips.
 --
 -- Counting delivered mail (every mark_outcomes) takes no lock another
--- reporter waits for: each backend adds to its own row of
--- breaker_delivered (see table_breaker_tallies). Only a bad event can raise
+-- reporter waits for and looks nothing up: the report inserts the ids of
+-- its delivered mail into breaker_pending, and breaker_fold counts them
+-- against their campaigns and senders later (in the folding backend's own
+-- rows of breaker_delivered; see table_breaker_tallies), whenever a bad
+-- event is evaluated and every minute (pg_cron). Only a bad event can raise
 -- a rate, so only a bad event evaluates: a synchronous 5.1.x in
 -- mark_outcomes, or a bounce or complaint reported later (the insert into
 -- feedback_events: see breaker_feedback). It locks its campaign's or
@@ -21,19 +24,20 @@
 -- counts in statements that start after it holds the row (READ COMMITTED:
 -- a fresh snapshot per statement): every bad event sees every earlier one,
 -- so of bad events that together pass a threshold the last to evaluate
--- sees them all and trips. (2) A delivered count is seen by every bad
--- event that evaluates after it committed. One still in flight is not
+-- sees them all and trips. (2) Delivered mail is seen by every bad event
+-- that evaluates after its report committed: a bad event counts what is
+-- folded and what is still pending, in one statement. One still in flight is not
 -- seen; in the old design, where delivered mail locked the same row, it
 -- would have waited behind the bad event and been counted after it: the
 -- same order, so a bad event here sees exactly what it would have seen
 -- there in some serial order of the reports. Not seeing it can only raise
 -- the rate the bad event computes (a smaller denominator), or keep the
 -- window under the minimum sample, in which case the next bad event, which
--- sees it, decides, as before. (3) Nothing is lost: a delivered count is an
--- increment of its backend's own row, and the fold of a gone backend's row
--- into breaker_counts.delivered_offset (under the campaign's or sender's
--- row lock, rows still locked are skipped) moves its count in the same
--- statement that deletes it. Never on too few mails: no trip while the
+-- sees it, decides, as before. (3) Nothing is lost or counted twice: a fold
+-- deletes pending rows (skipping those another fold holds) and adds their
+-- count in the same statement, so any snapshot sees a mail either pending
+-- or folded; the same holds when a gone backend's row is added to
+-- breaker_counts.delivered_offset. Never on too few mails: no trip while the
 -- window holds fewer than min_sample delivered mails.
 --
 -- The window is the last N delivered mails, exactly: a bad event is
@@ -44,6 +48,63 @@
 -- on.
 
 BEGIN;
+
+-- Delivered mail of one campaign or sender not folded yet: one lookup per
+-- pending mail, bounded by what was reported since the last fold (a bad
+-- event folds first; the pg_cron job folds every minute).
+CREATE FUNCTION mailroom._breaker_pending_count(p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT count(*)
+  FROM mailroom.breaker_pending p
+  CROSS JOIN LATERAL unnest(p.ids) AS u(id)
+  JOIN mailroom.contents c ON c.id = u.id
+  WHERE CASE WHEN p_scope = 'campaign' THEN c.campaign_id::text = p_key ELSE c.sender = p_key END
+$$;
+ALTER FUNCTION mailroom._breaker_pending_count(text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._breaker_pending_count(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._breaker_pending_count(text, text) IS
+  'Internal: delivered mail of one campaign or sender still in breaker_pending (not folded yet).';
+
+CREATE FUNCTION mailroom.breaker_fold()
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+-- Index lookups by id, whatever a stale estimate of breaker_pending says
+-- (it can make a tiny fold look costly enough to be JIT-compiled: seconds).
+SET jit = off
+AS $$
+  -- Pending rows another fold holds are skipped (they stay visible, and
+  -- counted as pending, until that fold commits): no fold waits for
+  -- another, and none counts a mail twice.
+  WITH taken AS (
+    DELETE FROM mailroom.breaker_pending p
+    WHERE p.ctid IN (SELECT q.ctid FROM mailroom.breaker_pending q FOR UPDATE SKIP LOCKED)
+    RETURNING p.ids
+  ),
+  counted AS (
+    INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
+    SELECT x.scope, x.key, pg_backend_pid(), count(*), now()
+    FROM taken t
+    CROSS JOIN LATERAL unnest(t.ids) AS u(id)
+    JOIN mailroom.contents c ON c.id = u.id
+    CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+    WHERE x.key IS NOT NULL
+    GROUP BY x.scope, x.key
+    ON CONFLICT (scope, key, backend_pid) DO UPDATE
+    SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at
+  )
+  SELECT coalesce(sum(cardinality(t.ids)), 0)::bigint FROM taken t
+$$;
+ALTER FUNCTION mailroom.breaker_fold() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.breaker_fold() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.breaker_fold() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.breaker_fold() IS
+  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
 
 -- Windowed figures of one campaign or sender, from its counts as this
 -- statement sees them. The same arithmetic is written out in breaker_status.
@@ -60,7 +121,8 @@ AS $$
   FROM (SELECT coalesce((SELECT k.delivered_offset FROM mailroom.breaker_counts k
                          WHERE k.scope = p_scope AND k.key = p_key), 0)
              + coalesce((SELECT sum(d.delivered) FROM mailroom.breaker_delivered d
-                         WHERE d.scope = p_scope AND d.key = p_key), 0) AS total) AS t
+                         WHERE d.scope = p_scope AND d.key = p_key), 0)
+             + mailroom._breaker_pending_count(p_scope, p_key) AS total) AS t
   CROSS JOIN LATERAL (
     SELECT round(least(greatest(t.total, 0), p_window), 2) AS d,
            round(coalesce(sum(e.bounced), 0), 2) AS b,
@@ -86,6 +148,7 @@ RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+SET jit = off  -- as breaker_fold: small lookups, never worth compiling
 AS $$
 DECLARE
   v_set    mailroom.breaker_settings%ROWTYPE;
@@ -112,6 +175,9 @@ BEGIN
   VALUES (p_scope, p_key, p_now)
   ON CONFLICT (scope, key) DO UPDATE SET updated_at = EXCLUDED.updated_at;
   SELECT * INTO STRICT v_set FROM mailroom.breaker_settings WHERE scope = p_scope;
+  -- What was reported since the last fold: the window below then looks up
+  -- only what another fold holds or what committed after this statement.
+  PERFORM mailroom.breaker_fold();
 
   -- Fold the rows of backends that are gone into the offset, so the sum
   -- stays short: the count moves in the statement that deletes the row. A
@@ -190,20 +256,11 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
-  -- Delivered mail (sent, and the synchronous hard bounces), per campaign
-  -- and sender, in one statement on this backend's own rows: nothing here
-  -- waits for another reporter, and no other reporter waits for this.
-  INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
-  SELECT x.scope, x.key, pg_backend_pid(), count(*), p_now
-  FROM (SELECT u.id FROM unnest(p_sent) AS u(id)
-        UNION ALL
-        SELECT u.id FROM unnest(p_bounced) AS u(id)) AS m
-  JOIN mailroom.contents c ON c.id = m.id
-  CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
-  WHERE x.key IS NOT NULL
-  GROUP BY x.scope, x.key
-  ON CONFLICT (scope, key, backend_pid) DO UPDATE
-  SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at;
+  -- Delivered mail (sent, and the synchronous hard bounces): one row of
+  -- ids, looked up and counted against campaigns and senders by a later
+  -- fold. Nothing here waits for another reporter, and no other reporter
+  -- waits for this.
+  INSERT INTO mailroom.breaker_pending (ids, recorded_at) VALUES (p_sent || p_bounced, p_now);
 
   IF cardinality(p_bounced) > 0 THEN
     -- The bounces evaluate, one tally per campaign and sender in one fixed
@@ -225,7 +282,7 @@ $$;
 ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) IS
-  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). The delivered count takes no row lock another reporter waits for (this backend''s own breaker_delivered rows); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
+  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). Delivered mail is one insert into breaker_pending (no lock another reporter waits for, no lookup); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void
@@ -238,8 +295,8 @@ BEGIN
   -- bounce would trip it again on the figures the operator just looked at.
   -- Its row first, as a bad event takes it (they take turns); then, in a
   -- statement that starts after, the offset that brings what is counted
-  -- now to zero. The backends' rows are not touched (a reporter may be
-  -- adding to one): mail delivered in a transaction that commits after
+  -- now to zero. The counts themselves are not touched (a fold may be
+  -- adding to them): mail delivered in a transaction that commits after
   -- this one counts in the new window.
   INSERT INTO mailroom.breaker_counts AS k (scope, key, updated_at)
   VALUES (p_scope, p_key, p_now)
@@ -247,6 +304,7 @@ BEGIN
   UPDATE mailroom.breaker_counts k
   SET delivered_offset = -coalesce((SELECT sum(d.delivered) FROM mailroom.breaker_delivered d
                                     WHERE d.scope = p_scope AND d.key = p_key), 0)
+                         - mailroom._breaker_pending_count(p_scope, p_key)
   WHERE k.scope = p_scope AND k.key = p_key;
   DELETE FROM mailroom.breaker_bad_events e WHERE e.scope = p_scope AND e.key = p_key;
   UPDATE mailroom.breaker_trips SET resumed_at = p_now
@@ -368,23 +426,31 @@ SELECT b.scope, b.key,
             ELSE 'ok' END AS state,
        f.delivered, f.bounced, f.complained, f.bounce_rate, f.complaint_rate,
        t.tripped_at, t.reason,
-       greatest(c.updated_at, n.updated_at) AS updated_at
-FROM (SELECT d.scope, d.key FROM mailroom.breaker_delivered d
-      UNION
-      SELECT k.scope, k.key FROM mailroom.breaker_counts k) AS b
+       b.updated_at
+-- Every campaign and sender with something counted: its delivered total
+-- (folded rows, offset and pending mail, summed in one pass: no lookup per
+-- campaign or sender).
+FROM (SELECT parts.scope, parts.key, sum(parts.n) AS total, max(parts.at) AS updated_at
+      FROM (SELECT d.scope, d.key, d.delivered AS n, d.updated_at AS at FROM mailroom.breaker_delivered d
+            UNION ALL
+            SELECT k.scope, k.key, k.delivered_offset, k.updated_at FROM mailroom.breaker_counts k
+            UNION ALL
+            SELECT x.scope, x.key, 1, p.recorded_at
+            FROM mailroom.breaker_pending p
+            CROSS JOIN LATERAL unnest(p.ids) AS u(id)
+            JOIN mailroom.contents c ON c.id = u.id
+            CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+            WHERE x.key IS NOT NULL) AS parts
+      GROUP BY parts.scope, parts.key) AS b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
-LEFT JOIN mailroom.breaker_counts c ON c.scope = b.scope AND c.key = b.key
 -- The same arithmetic as _breaker_figures, written out: a function called
 -- by a view is executed with the reader's rights, and operators execute no
 -- internal function.
-CROSS JOIN LATERAL (SELECT coalesce(c.delivered_offset, 0) + coalesce(sum(d.delivered), 0) AS total,
-                           max(d.updated_at) AS updated_at
-                    FROM mailroom.breaker_delivered d WHERE d.scope = b.scope AND d.key = b.key) AS n
-CROSS JOIN LATERAL (SELECT round(least(greatest(n.total, 0), s.window_size), 2) AS delivered,
+CROSS JOIN LATERAL (SELECT round(least(greatest(b.total, 0), s.window_size), 2) AS delivered,
                            round(coalesce(sum(e.bounced), 0), 2) AS bounced,
                            round(coalesce(sum(e.complained), 0), 2) AS complained
                     FROM mailroom.breaker_bad_events e
-                    WHERE e.scope = b.scope AND e.key = b.key AND e.at_delivered > n.total - s.window_size) AS w
+                    WHERE e.scope = b.scope AND e.key = b.key AND e.at_delivered > b.total - s.window_size) AS w
 CROSS JOIN LATERAL (SELECT w.delivered, w.bounced, w.complained,
                            CASE WHEN w.delivered > 0 THEN round(w.bounced / w.delivered, 6) ELSE 0 END AS bounce_rate,
                            CASE WHEN w.delivered > 0 THEN round(w.complained / w.delivered, 6) ELSE 0 END AS complaint_rate
@@ -399,6 +465,18 @@ WHERE f.delivered > 0 OR f.bounced > 0 OR f.complained > 0 OR t.id IS NOT NULL;
 ALTER VIEW mailroom.breaker_status OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.breaker_status FROM PUBLIC;
 GRANT SELECT ON mailroom.breaker_status TO mailroom_operator;
+-- Only where pg_cron is installed in this database, like mailroom-prune:
+-- a clean stream has no bad event to fold its pending mail, so its pending
+-- rows (and the lookups the next bad event or a read of breaker_status
+-- makes) stay bounded by a minute of mail.
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+    PERFORM cron.schedule('mailroom-breaker-fold', '* * * * *', 'SELECT mailroom.breaker_fold()');
+  END IF;
+END
+$$;
+
 COMMENT ON VIEW mailroom.breaker_status IS
   'Circuit breaker per campaign and sender: delivered, bounced and complained mail over the last window_size delivered (fewer after a resume), the rates (fractions), and state ok, warning (a rate at its warning level) or paused (tripped; reason and tripped_at say why and when). Resume with resume_campaign or resume_sender.';
 

@@ -4,5 +4,6 @@ BEGIN;
 
 DROP TABLE mailroom.breaker_bad_events;
 DROP TABLE mailroom.breaker_delivered;
+DROP TABLE mailroom.breaker_pending;
 
 COMMIT;

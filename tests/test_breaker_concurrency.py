@@ -8,6 +8,8 @@ connections to one database.
   under the threshold on its own, trip the sender at the threshold.
 - A bounce evaluated while delivered mail is still in flight neither waits
   for it nor trips on too few mails; the next bounce, which sees it, trips.
+- A bounce evaluated while a fold holds the pending delivered mail neither
+  waits for the fold nor misses that mail, and the fold counts it once.
 
 Small thresholds for readable numbers: window 100, minimum sample 20, pause
 at a 5 % hard-bounce rate. Each test uses its own sender.
@@ -129,3 +131,21 @@ def test_a_bounce_next_to_delivered_mail_in_flight(db, module_db_url):
     assert _report(db, [mails[21]], **HARD_BOUNCE) == 1
     trip = db.execute("SELECT delivered, bounced FROM mailroom.breaker_trips WHERE key = 'three'").fetchall()
     assert [(float(t["delivered"]), float(t["bounced"])) for t in trip] == [(22.0, 2.0)]
+
+
+def test_a_bounce_while_a_fold_holds_the_pending_mail(db, module_db_url):
+    """19 sent wait in breaker_pending; a fold (the pg_cron job's breaker_fold)
+    has taken them and not committed. A bounce then neither waits for the
+    fold nor misses the 19: it counts them as pending (20 delivered, 1
+    bounced: 5 %) and trips. Once the fold commits they are counted once."""
+    mails = _claim(db, "four", 20)
+    assert _report(db, mails[:19]) == 19
+    with connect(module_db_url) as folder, connect(module_db_url) as b:
+        folder.autocommit = False
+        assert folder.execute("SELECT mailroom.breaker_fold() AS n").fetchone()["n"] >= 19
+        b.execute("SET lock_timeout = '1s'")
+        assert _report(b, [mails[19]], **HARD_BOUNCE) == 1
+        trip = db.execute("SELECT delivered, bounced FROM mailroom.breaker_trips WHERE key = 'four'").fetchall()
+        assert [(float(t["delivered"]), float(t["bounced"])) for t in trip] == [(20.0, 1.0)]
+        folder.commit()
+    assert _figures(db, "sender", "four") == (20.0, 1.0, "paused"), "folded once, not twice"

@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(40);
+SELECT plan(48);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -16,6 +16,10 @@ SELECT function_privs_are('mailroom', '_breaker_tally',
   ARRAY['text', 'text', 'integer', 'integer', 'integer', 'timestamp with time zone'], 'mailroom_runner', ARRAY[]::text[],
   'the tally is internal');
 SELECT has_view('mailroom', 'breaker_status', 'breaker_status exists');
+SELECT function_privs_are('mailroom', 'breaker_fold', ARRAY[]::text[], 'mailroom_operator', ARRAY['EXECUTE'],
+  'operators may fold pending counts');
+SELECT function_privs_are('mailroom', 'breaker_fold', ARRAY[]::text[], 'mailroom_runner', ARRAY[]::text[],
+  'runners do not');
 
 -- Small numbers for a readable test: window 100, sample 20, pause at 5 %.
 SELECT lives_ok($$SELECT mailroom.set_breaker_thresholds('campaign', p_window_size => 100, p_min_sample => 20)$$,
@@ -37,6 +41,7 @@ SELECT is(mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 
   FROM (SELECT *, row_number() OVER (ORDER BY id) AS n FROM b1) x)), 19, '18 sent and one 5.1.1 bounce reported');
 SELECT results_eq($$SELECT state, delivered, bounced FROM mailroom.breaker_status WHERE scope = 'campaign'$$,
   $$VALUES ('ok', 19.00, 1.00)$$, 'counted: 19 delivered, 1 bounced, under the minimum sample: ok');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_pending), 0, 'the bounce folded the pending delivered mail');
 SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)), 'active', 'not paused under the sample');
 
 -- One more sent (20 delivered, 1 bounced = 5 %) does not evaluate: only a bad event can trip.
@@ -120,6 +125,20 @@ SET ROLE mailroom_operator;
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
   $$VALUES (100.00, 1.00)$$, 'mailroom_operator reads breaker_status');
 RESET ROLE;
+
+-- Delivered mail waits in breaker_pending until a fold; it counts all the same.
+SELECT mailroom.enqueue('f' || g || '@example.net', 'Hi', 'text', p_sender => 'fold') FROM generate_series(1, 10) g;
+CREATE TEMP TABLE b4 AS SELECT * FROM mailroom.claim_batch('w1', 10, p_sender => 'fold');
+SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b4));
+SELECT results_eq($$SELECT cardinality(ids) FROM mailroom.breaker_pending$$, $$VALUES (10)$$,
+  'a report of 10 sent is one pending row of 10 ids');
+SELECT results_eq($$SELECT delivered FROM mailroom.breaker_status WHERE key = 'fold'$$, $$VALUES (10.00)$$,
+  'breaker_status counts pending mail');
+SELECT is(mailroom.breaker_fold(), 10::bigint, 'breaker_fold counts the 10');
+SELECT results_eq($$SELECT delivered, (SELECT count(*) FROM mailroom.breaker_pending) FROM mailroom.breaker_status
+                    WHERE key = 'fold'$$, $$VALUES (10.00, 0::bigint)$$, 'folded, not counted twice');
+SELECT results_eq($$SELECT schedule, command FROM cron.job WHERE jobname = 'mailroom-breaker-fold'$$,
+  $$VALUES ('* * * * *'::text, 'SELECT mailroom.breaker_fold()'::text)$$, 'pg_cron folds every minute');
 
 -- Bad thresholds.
 SELECT throws_ok($$SELECT mailroom.set_breaker_thresholds('stream')$$, '22023',

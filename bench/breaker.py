@@ -17,6 +17,10 @@ _breaker_count_outcomes, swapped in between runs in one scratch database:
   breaker_pending, looked up and counted later by a fold (bad events, the
   pg_cron job);
 - none: counting nothing (what the breaker costs at all: the ceiling);
+- brk5 with the fold: brk5's runs with the time of the breaker_fold() that
+  counts their pending mail added (run right after, alone): the pg_cron job
+  does that work in production (in the cluster's own database, so not in
+  this scratch one), off the report path but on the same cores;
 
 and drain.py's raw limit (bench/limit.pgbench on its own table), the
 reference of "x limit". A round runs the sides as a palindrome (limit,
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -49,6 +54,7 @@ SIDES = {
     "before": "claim_batch + mark_outcomes, breaker before brk5",
     "shards": "  ... brk5 step 1: per-backend rows, counted now",
     "brk5": "  ... brk5: ids pending, counted by a later fold",
+    "brk5_fold": "  ... brk5, its fold's time added (the same work)",
     "none": "claim_batch + mark_outcomes, no breaker at all",
 }
 
@@ -84,13 +90,23 @@ def main() -> int:
         for r in range(rounds):
             keys = order if r % 2 == 0 else order[::-1]
             runs: dict[str, list] = {k: [] for k in keys}
+            folds: list[tuple[float, tuple]] = []
             for key in keys + keys[::-1]:
                 if key == "limit":
                     runs[key].append(run_limit(url, conn, n))
                 else:
                     # pgbench connects afresh: its backends plan the new body.
                     conn.execute(bodies[key])
-                    runs[key].append(sql_side(url, conn, n))
+                    rate, w = sql_side(url, conn, n)
+                    runs[key].append((rate, w))
+                    if key == "brk5":
+                        # The pg_cron job's work (pg_cron runs in the cluster's
+                        # own database, not here): the same lookups, later.
+                        t0 = time.perf_counter()
+                        folded = conn.execute("SELECT mailroom.breaker_fold()").fetchone()[0]
+                        assert folded == n, f"the fold counted {folded} of {n}"
+                        folds.append((n / (n / rate + time.perf_counter() - t0), w))
+            runs["brk5_fold"] = folds
             for key, got in runs.items():
                 results[key].append(statistics.fmean(rate for rate, _ in got))
                 wal[key].append(statistics.fmean(w[0] for _, w in got))
@@ -109,7 +125,10 @@ def main() -> int:
     per_round = " ".join(f"{x / y:.3f}" for x, y in zip(results["brk5"], results["before"]))
     print(f"figure breaker brk5 / before, claim_batch + mark_outcomes: {ratio('brk5', 'before'):.3f} x the mails/s "
           f"(median of {rounds} rounds: {per_round})")
-    print(f"figure breaker brk5 step 1 (shards) / before: {ratio('shards', 'before'):.3f} x")
+    print(f"figure breaker brk5 with its fold's time added / before: {ratio('brk5_fold', 'before'):.3f} x "
+          f"(rounds: {' '.join(f'{x / y:.3f}' for x, y in zip(results['brk5_fold'], results['before']))})")
+    print(f"figure breaker brk5 step 1 (shards) / before: {ratio('shards', 'before'):.3f} x "
+          f"(rounds: {' '.join(f'{x / y:.3f}' for x, y in zip(results['shards'], results['before']))})")
     print(f"figure breaker brk5 / no breaker: {ratio('brk5', 'none'):.3f} x; before / no breaker: "
           f"{ratio('before', 'none'):.3f} x")
     return 0

@@ -90,16 +90,20 @@ def test_reporters_of_one_sender_do_not_wait_on_each_other(db, module_db_url):
 
 
 def test_two_bounces_reported_at_once_trip_at_the_threshold(db, module_db_url):
-    """38 sent, then two reporters with one hard bounce each: alone, each is
-    1 in 39 (2.6 %); together 2 in 40 = 5 %, the pause threshold. The second
-    to evaluate waits for the first and sees its bounce: the sender trips."""
-    mails = _claim(db, "two", 40)
-    assert _report(db, mails[:38]) == 38
+    """57 sent and a bounce (1 in 58), then two reporters with one hard
+    bounce each: alone, each makes 2 in 59 (3.4 %); together 3 in 60 = 5 %,
+    the pause threshold. The second to evaluate waits for the first (on the
+    sender's row, which the earlier bounce created) and sees its bounce: the
+    sender trips. (Checked once with that wait removed, ON CONFLICT DO
+    NOTHING in _breaker_tally: the second did not wait, and this failed.)"""
+    mails = _claim(db, "two", 60)
+    assert _report(db, mails[:57]) == 57
+    assert _report(db, [mails[57]], **HARD_BOUNCE) == 1
     with connect(module_db_url) as a, connect(module_db_url) as b:
         a.autocommit = False
-        assert _report(a, [mails[38]], **HARD_BOUNCE) == 1
+        assert _report(a, [mails[58]], **HARD_BOUNCE) == 1
         done: list[int] = []
-        t = threading.Thread(target=lambda: done.append(_report(b, [mails[39]], **HARD_BOUNCE)))
+        t = threading.Thread(target=lambda: done.append(_report(b, [mails[59]], **HARD_BOUNCE)))
         t.start()
         wait_for(lambda: not t.is_alive() or _waiting_on_a_lock(db, "mark_outcomes"),
                  what="the second bounce to wait for the first")
@@ -109,8 +113,8 @@ def test_two_bounces_reported_at_once_trip_at_the_threshold(db, module_db_url):
     assert done == [1]
     pause = db.execute("SELECT reason, figures FROM mailroom.sender_pauses WHERE sender = 'two'").fetchone()
     assert pause is not None, "the two bounces together tripped the sender"
-    assert pause["reason"] == "circuit breaker: hard-bounce rate 5.00 % >= 5.00 % over the last 40 delivered"
-    assert (pause["figures"]["delivered"], pause["figures"]["bounced"]) == (40, 2)
+    assert pause["reason"] == "circuit breaker: hard-bounce rate 5.00 % >= 5.00 % over the last 60 delivered"
+    assert (pause["figures"]["delivered"], pause["figures"]["bounced"]) == (60, 3)
 
 
 def test_a_bounce_next_to_delivered_mail_in_flight(db, module_db_url):

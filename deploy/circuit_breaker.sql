@@ -12,7 +12,8 @@
 -- its delivered mail into breaker_pending, and breaker_fold counts them
 -- against their campaigns and senders later (in the folding backend's own
 -- rows of breaker_delivered; see table_breaker_tallies), whenever a bad
--- event is evaluated and every minute (pg_cron). Only a bad event can raise
+-- event is evaluated, in the one report in about 200 that finds 200 rows
+-- pending, and every minute (pg_cron). Only a bad event can raise
 -- a rate, so only a bad event evaluates: a synchronous 5.1.x in
 -- mark_outcomes, or a bounce or complaint reported later (the insert into
 -- feedback_events: see breaker_feedback). It locks its campaign's or
@@ -104,7 +105,7 @@ ALTER FUNCTION mailroom.breaker_fold() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.breaker_fold() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.breaker_fold() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.breaker_fold() IS
-  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
+  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates, by the report that finds 200 rows pending, and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
 
 -- Windowed figures of one campaign or sender, from its counts as this
 -- statement sees them. The same arithmetic is written out in breaker_status.
@@ -261,6 +262,13 @@ BEGIN
   -- fold. Nothing here waits for another reporter, and no other reporter
   -- waits for this.
   INSERT INTO mailroom.breaker_pending (ids, recorded_at) VALUES (p_sent || p_bounced, p_now);
+  -- Keep what is pending short whatever the pg_cron job does: one report
+  -- in about 200 folds them (about 10,000 mails, a tenth of a second), so a
+  -- bad event or a read of breaker_status never has a long backlog to look
+  -- up. The check reads at most 201 rows of a table kept that small.
+  IF EXISTS (SELECT FROM mailroom.breaker_pending OFFSET 200) THEN
+    PERFORM mailroom.breaker_fold();
+  END IF;
 
   IF cardinality(p_bounced) > 0 THEN
     -- The bounces evaluate, one tally per campaign and sender in one fixed
@@ -282,7 +290,7 @@ $$;
 ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) IS
-  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). Delivered mail is one insert into breaker_pending (no lock another reporter waits for, no lookup); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
+  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). Delivered mail is one insert into breaker_pending (no lock another reporter waits for, no lookup; one report in about 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void

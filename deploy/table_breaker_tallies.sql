@@ -7,8 +7,9 @@
 --
 -- - breaker_pending: the ids of the delivered mail of one report, as the
 --   report wrote them (insert-only: no row is shared, nothing is looked
---   up). Folded into breaker_delivered, by whoever evaluates a bad event
---   and by the pg_cron job mailroom-breaker-fold every minute.
+--   up). Folded into breaker_delivered by whoever evaluates a bad event,
+--   by the report that finds 200 rows pending, and by the pg_cron job
+--   mailroom-breaker-fold every minute.
 -- - breaker_delivered: folded delivered mail per campaign or sender, one
 --   row per backend that folded it (pg_backend_pid()). A backend runs one
 --   transaction at a time, so two folders never update one row. The

@@ -1,47 +1,141 @@
 -- Deploy mailroom:circuit_breaker to pg
 -- requires: table_breaker
+-- requires: table_breaker_tallies
 -- requires: split_messages
 
 -- The circuit breaker (issue 16): a campaign or a sender whose rolling
 -- hard-bounce or complaint rate reaches its pause threshold is paused
 -- automatically, with the reason and the figures kept in breaker_trips.
 --
--- Where it is evaluated: in the transaction that counts the bad event
--- (mark_outcomes for a synchronous 5.1.x; for a bounce or complaint
--- reported later, the insert into feedback_events: see breaker_feedback),
--- on the one counter row of that campaign or sender, which the update
--- locks. Two reports for one campaign therefore
--- serialise on its row and each sees the other's count: no lost update, no
--- trip missed, and the pause is one UPDATE of the campaign's status (the
+-- Counting delivered mail (every mark_outcomes) takes no lock another
+-- reporter waits for and looks nothing up: the report inserts the ids of
+-- its delivered mail into breaker_pending, and breaker_fold counts them
+-- against their campaigns and senders later (in the folding backend's own
+-- rows of breaker_delivered; see table_breaker_tallies), whenever a bad
+-- event is evaluated, in the one report in about 200 that finds 200 rows
+-- pending, and every minute (pg_cron). Only a bad event can raise
+-- a rate, so only a bad event evaluates: a synchronous 5.1.x in
+-- mark_outcomes, or a bounce or complaint reported later (the insert into
+-- feedback_events: see breaker_feedback). It locks its campaign's or
+-- sender's row in breaker_counts, records itself at the delivered count it
+-- sees, and evaluates the window from there.
+--
+-- Why no trip is missed. (1) Bad events of one campaign or sender take
+-- turns on that row, which each holds to its commit, and each reads the
+-- counts in statements that start after it holds the row (READ COMMITTED:
+-- a fresh snapshot per statement): every bad event sees every earlier one,
+-- so of bad events that together pass a threshold the last to evaluate
+-- sees them all and trips. (2) Delivered mail is seen by every bad event
+-- that evaluates after its report committed: a bad event counts what is
+-- folded and what is still pending, in one statement. One still in flight is not
+-- seen; in the old design, where delivered mail locked the same row, it
+-- would have waited behind the bad event and been counted after it: the
+-- same order, so a bad event here sees exactly what it would have seen
+-- there in some serial order of the reports. Not seeing it can only raise
+-- the rate the bad event computes (a smaller denominator), or keep the
+-- window under the minimum sample, in which case the next bad event, which
+-- sees it, decides, as before. (3) Nothing is lost or counted twice: a fold
+-- deletes pending rows (skipping those another fold holds) and adds their
+-- count in the same statement, so any snapshot sees a mail either pending
+-- or folded; the same holds when a gone backend's row is added to
+-- breaker_counts.delivered_offset. Never on too few mails: no trip while the
+-- window holds fewer than min_sample delivered mails.
+--
+-- The window is the last N delivered mails, exactly: a bad event is
+-- counted while its position (the delivered count when it was evaluated)
+-- is past total - N. The pause is one UPDATE of the campaign's status (the
 -- claim gate parks its mail) or one row in sender_pauses (the gate parks
--- the sender's mail). Only a bad event can raise a rate, so a delivered
--- mail only counts and never evaluates. Nothing else stops: other
--- campaigns and senders go on.
+-- the sender's mail). Nothing else stops: other campaigns and senders go
+-- on.
 
 BEGIN;
 
--- Windowed figures of one counter row under its scope's settings.
-CREATE FUNCTION mailroom._breaker_figures(p_counts mailroom.breaker_counts, p_window integer)
-RETURNS TABLE (delivered numeric, bounced numeric, complained numeric, bounce_rate numeric, complaint_rate numeric)
-LANGUAGE sql IMMUTABLE
+-- Delivered mail of one campaign or sender not folded yet: one lookup per
+-- pending mail, bounded by what was reported since the last fold (a bad
+-- event folds first; the pg_cron job folds every minute).
+CREATE FUNCTION mailroom._breaker_pending_count(p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
-  SELECT d, b, c,
-         CASE WHEN d > 0 THEN round(b / d, 6) ELSE 0 END,
-         CASE WHEN d > 0 THEN round(c / d, 6) ELSE 0 END
-  FROM (SELECT CASE WHEN (p_counts).prev_delivered > 0
-                      THEN greatest(0, 1 - (p_counts).cur_delivered::numeric / p_window) ELSE 0 END AS w) AS share
-  CROSS JOIN LATERAL (
-    SELECT round((p_counts).cur_delivered + (p_counts).prev_delivered * share.w, 2) AS d,
-           round((p_counts).cur_bounced + (p_counts).prev_bounced * share.w, 2) AS b,
-           round((p_counts).cur_complained + (p_counts).prev_complained * share.w, 2) AS c
-  ) AS f
+  SELECT count(*)
+  FROM mailroom.breaker_pending p
+  CROSS JOIN LATERAL unnest(p.ids) AS u(id)
+  JOIN mailroom.contents c ON c.id = u.id
+  WHERE CASE WHEN p_scope = 'campaign' THEN c.campaign_id::text = p_key ELSE c.sender = p_key END
 $$;
-ALTER FUNCTION mailroom._breaker_figures(mailroom.breaker_counts, integer) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._breaker_figures(mailroom.breaker_counts, integer) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._breaker_figures(mailroom.breaker_counts, integer) IS
-  'Internal: delivered, bounced and complained mail over about the last p_window delivered (the current bucket plus the part of the previous one still inside the window) and the two rates.';
+ALTER FUNCTION mailroom._breaker_pending_count(text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._breaker_pending_count(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._breaker_pending_count(text, text) IS
+  'Internal: delivered mail of one campaign or sender still in breaker_pending (not folded yet).';
+
+CREATE FUNCTION mailroom.breaker_fold()
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+-- Index lookups by id, whatever a stale estimate of breaker_pending says
+-- (it can make a tiny fold look costly enough to be JIT-compiled: seconds).
+SET jit = off
+AS $$
+  -- Pending rows another fold holds are skipped (they stay visible, and
+  -- counted as pending, until that fold commits): no fold waits for
+  -- another, and none counts a mail twice.
+  WITH taken AS (
+    DELETE FROM mailroom.breaker_pending p
+    WHERE p.ctid IN (SELECT q.ctid FROM mailroom.breaker_pending q FOR UPDATE SKIP LOCKED)
+    RETURNING p.ids
+  ),
+  counted AS (
+    INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
+    SELECT x.scope, x.key, pg_backend_pid(), count(*), now()
+    FROM taken t
+    CROSS JOIN LATERAL unnest(t.ids) AS u(id)
+    JOIN mailroom.contents c ON c.id = u.id
+    CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+    WHERE x.key IS NOT NULL
+    GROUP BY x.scope, x.key
+    ON CONFLICT (scope, key, backend_pid) DO UPDATE
+    SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at
+  )
+  SELECT coalesce(sum(cardinality(t.ids)), 0)::bigint FROM taken t
+$$;
+ALTER FUNCTION mailroom.breaker_fold() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.breaker_fold() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.breaker_fold() TO mailroom_operator;
+COMMENT ON FUNCTION mailroom.breaker_fold() IS
+  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates, by the report that finds 200 rows pending, and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
+
+-- Windowed figures of one campaign or sender, from its counts as this
+-- statement sees them. The same arithmetic is written out in breaker_status.
+CREATE FUNCTION mailroom._breaker_figures(p_scope text, p_key text, p_window integer)
+RETURNS TABLE (total bigint, delivered numeric, bounced numeric, complained numeric, bounce_rate numeric,
+               complaint_rate numeric)
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT t.total, w.d, w.b, w.c,
+         CASE WHEN w.d > 0 THEN round(w.b / w.d, 6) ELSE 0 END,
+         CASE WHEN w.d > 0 THEN round(w.c / w.d, 6) ELSE 0 END
+  FROM (SELECT coalesce((SELECT k.delivered_offset FROM mailroom.breaker_counts k
+                         WHERE k.scope = p_scope AND k.key = p_key), 0)
+             + coalesce((SELECT sum(d.delivered) FROM mailroom.breaker_delivered d
+                         WHERE d.scope = p_scope AND d.key = p_key), 0)
+             + mailroom._breaker_pending_count(p_scope, p_key) AS total) AS t
+  CROSS JOIN LATERAL (
+    SELECT round(least(greatest(t.total, 0), p_window), 2) AS d,
+           round(coalesce(sum(e.bounced), 0), 2) AS b,
+           round(coalesce(sum(e.complained), 0), 2) AS c
+    FROM mailroom.breaker_bad_events e
+    WHERE e.scope = p_scope AND e.key = p_key AND e.at_delivered > t.total - p_window
+  ) AS w
+$$;
+ALTER FUNCTION mailroom._breaker_figures(text, text, integer) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._breaker_figures(text, text, integer) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._breaker_figures(text, text, integer) IS
+  'Internal: one campaign''s or sender''s delivered count since its last resume (total), and over its last p_window delivered mails the delivered, bounced and complained mail and the two rates.';
 
 CREATE FUNCTION mailroom._breaker_tally(
   p_scope      text,
@@ -55,33 +149,64 @@ RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+SET jit = off  -- as breaker_fold: small lookups, never worth compiling
 AS $$
 DECLARE
   v_set    mailroom.breaker_settings%ROWTYPE;
-  v_counts mailroom.breaker_counts%ROWTYPE;
   v_fig    record;
   v_reason text;
   v_paused boolean := false;
 BEGIN
-  SELECT * INTO STRICT v_set FROM mailroom.breaker_settings WHERE scope = p_scope;
-  -- A full current bucket becomes the previous one before this event counts.
-  INSERT INTO mailroom.breaker_counts AS b (scope, key, cur_delivered, cur_bounced, cur_complained, updated_at)
-  VALUES (p_scope, p_key, p_delivered, p_bounced, p_complained, p_now)
-  ON CONFLICT (scope, key) DO UPDATE SET
-    prev_delivered  = CASE WHEN b.cur_delivered >= v_set.window_size THEN b.cur_delivered ELSE b.prev_delivered END,
-    prev_bounced    = CASE WHEN b.cur_delivered >= v_set.window_size THEN b.cur_bounced ELSE b.prev_bounced END,
-    prev_complained = CASE WHEN b.cur_delivered >= v_set.window_size THEN b.cur_complained ELSE b.prev_complained END,
-    cur_delivered   = CASE WHEN b.cur_delivered >= v_set.window_size THEN 0 ELSE b.cur_delivered END + p_delivered,
-    cur_bounced     = CASE WHEN b.cur_delivered >= v_set.window_size THEN 0 ELSE b.cur_bounced END + p_bounced,
-    cur_complained  = CASE WHEN b.cur_delivered >= v_set.window_size THEN 0 ELSE b.cur_complained END + p_complained,
-    updated_at      = p_now
-  RETURNING * INTO v_counts;
-
-  -- Only a bad event can raise a rate: a delivered mail never trips.
+  IF p_delivered > 0 THEN
+    -- This backend's own row: no other transaction updates it while this one runs.
+    INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
+    VALUES (p_scope, p_key, pg_backend_pid(), p_delivered, p_now)
+    ON CONFLICT (scope, key, backend_pid) DO UPDATE
+    SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at;
+  END IF;
+  -- Only a bad event can raise a rate: a delivered mail never evaluates.
   IF p_bounced = 0 AND p_complained = 0 THEN
     RETURN false;
   END IF;
-  SELECT * INTO v_fig FROM mailroom._breaker_figures(v_counts, v_set.window_size);
+
+  -- Bad events of this campaign or sender take turns from here to commit
+  -- (see the header: why no trip is missed). Every statement below starts
+  -- after this row is held, so it sees every bad event before this one.
+  INSERT INTO mailroom.breaker_counts AS k (scope, key, updated_at)
+  VALUES (p_scope, p_key, p_now)
+  ON CONFLICT (scope, key) DO UPDATE SET updated_at = EXCLUDED.updated_at;
+  SELECT * INTO STRICT v_set FROM mailroom.breaker_settings WHERE scope = p_scope;
+  -- What was reported since the last fold: the window below then looks up
+  -- only what another fold holds or what committed after this statement.
+  PERFORM mailroom.breaker_fold();
+
+  -- Fold the rows of backends that are gone into the offset, so the sum
+  -- stays short: the count moves in the statement that deletes the row. A
+  -- row whose backend is reporting right now is locked and skipped (and a
+  -- live backend's row folded by mistake, its pid not yet in this
+  -- transaction's view of pg_stat_activity, loses nothing either).
+  WITH gone AS (
+    DELETE FROM mailroom.breaker_delivered d
+    WHERE d.scope = p_scope AND d.key = p_key
+      AND d.backend_pid IN (SELECT g.backend_pid FROM mailroom.breaker_delivered g
+                            WHERE g.scope = p_scope AND g.key = p_key
+                              AND g.backend_pid NOT IN (SELECT a.pid FROM pg_stat_activity a WHERE a.pid IS NOT NULL)
+                            FOR UPDATE SKIP LOCKED)
+    RETURNING d.delivered
+  )
+  UPDATE mailroom.breaker_counts k
+  SET delivered_offset = k.delivered_offset + (SELECT sum(g.delivered) FROM gone g)
+  WHERE k.scope = p_scope AND k.key = p_key AND EXISTS (SELECT FROM gone);
+
+  -- This event at its position, then the window from there (events it has
+  -- passed are forgotten).
+  INSERT INTO mailroom.breaker_bad_events (scope, key, at_delivered, bounced, complained, recorded_at)
+  SELECT p_scope, p_key, f.total, p_bounced, p_complained, p_now
+  FROM mailroom._breaker_figures(p_scope, p_key, v_set.window_size) AS f;
+  SELECT * INTO v_fig FROM mailroom._breaker_figures(p_scope, p_key, v_set.window_size);
+  DELETE FROM mailroom.breaker_bad_events e
+  WHERE e.scope = p_scope AND e.key = p_key AND e.at_delivered <= v_fig.total - v_set.window_size;
+
   IF v_fig.delivered < v_set.min_sample THEN
     RETURN false;
   END IF;
@@ -105,7 +230,9 @@ BEGIN
     v_paused := FOUND;
   ELSE
     INSERT INTO mailroom.sender_pauses (sender, paused_at, reason, figures)
-    VALUES (p_key, p_now, 'circuit breaker: ' || v_reason, to_jsonb(v_fig))
+    VALUES (p_key, p_now, 'circuit breaker: ' || v_reason,
+            jsonb_build_object('delivered', v_fig.delivered, 'bounced', v_fig.bounced, 'complained', v_fig.complained,
+                               'bounce_rate', v_fig.bounce_rate, 'complaint_rate', v_fig.complaint_rate))
     ON CONFLICT (sender) DO NOTHING;
     v_paused := FOUND;
   END IF;
@@ -121,7 +248,7 @@ $$;
 ALTER FUNCTION mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz) IS
-  'Internal: count delivered, hard-bounced and complained mail for one campaign or sender and, when a bad event brings a rate to its pause threshold (with the minimum sample in the window), pause it and record the trip. True when this call paused it.';
+  'Internal: count delivered, hard-bounced and complained mail for one campaign or sender. Delivered mail goes to this backend''s own row (no lock another reporter waits for). A bad event locks the campaign''s or sender''s breaker_counts row until commit, so bad events take turns and each sees all before it (no trip missed: the argument is in deploy/circuit_breaker.sql), is recorded at the delivered count it sees, and when a rate over the last window_size delivered reaches its pause threshold (with at least min_sample delivered in the window) pauses it and records the trip. True when this call paused it.';
 
 CREATE FUNCTION mailroom._breaker_count_outcomes(p_sent bigint[], p_bounced bigint[], p_now timestamptz)
 RETURNS void
@@ -130,45 +257,72 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
-  -- One tally per campaign and per sender among these mails, in one fixed
-  -- order (campaigns before senders, each by key), so that two outcome
-  -- batches locking the same counter rows cannot deadlock.
-  PERFORM mailroom._breaker_tally(t.scope, t.key, t.delivered, t.bounced, 0, p_now)
-  FROM (
-    SELECT x.scope, x.key, count(*)::integer AS delivered, count(*) FILTER (WHERE x.bounce)::integer AS bounced
-    FROM (SELECT u.id, false AS bounce FROM unnest(p_sent) AS u(id)
-          UNION ALL
-          SELECT u.id, true FROM unnest(p_bounced) AS u(id)) AS m
-    JOIN mailroom.contents c ON c.id = m.id
-    CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text, m.bounce), ('sender', c.sender, m.bounce))
-      AS x(scope, key, bounce)
-    WHERE x.key IS NOT NULL
-    GROUP BY x.scope, x.key
-    ORDER BY x.scope, x.key
-  ) AS t;
+  -- Delivered mail (sent, and the synchronous hard bounces): one row of
+  -- ids, looked up and counted against campaigns and senders by a later
+  -- fold. Nothing here waits for another reporter, and no other reporter
+  -- waits for this.
+  INSERT INTO mailroom.breaker_pending (ids, recorded_at) VALUES (p_sent || p_bounced, p_now);
+  -- Keep what is pending short whatever the pg_cron job does: one report
+  -- in about 200 folds them (about 10,000 mails, a tenth of a second), so a
+  -- bad event or a read of breaker_status never has a long backlog to look
+  -- up. The check reads at most 201 rows of a table kept that small.
+  IF EXISTS (SELECT FROM mailroom.breaker_pending OFFSET 200) THEN
+    PERFORM mailroom.breaker_fold();
+  END IF;
+
+  IF cardinality(p_bounced) > 0 THEN
+    -- The bounces evaluate, one tally per campaign and sender in one fixed
+    -- order (campaigns before senders, each by key), so that two batches
+    -- locking the same breaker_counts rows cannot deadlock.
+    PERFORM mailroom._breaker_tally(t.scope, t.key, 0, t.bounced, 0, p_now)
+    FROM (
+      SELECT x.scope, x.key, count(*)::integer AS bounced
+      FROM unnest(p_bounced) AS m(id)
+      JOIN mailroom.contents c ON c.id = m.id
+      CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+      WHERE x.key IS NOT NULL
+      GROUP BY x.scope, x.key
+      ORDER BY x.scope, x.key
+    ) AS t;
+  END IF;
 END
 $$;
 ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) IS
-  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced).';
+  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). Delivered mail is one insert into breaker_pending (no lock another reporter waits for, no lookup; one report in about 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
+BEGIN
   -- A resumed campaign or sender starts a fresh window: otherwise the next
   -- bounce would trip it again on the figures the operator just looked at.
-  DELETE FROM mailroom.breaker_counts WHERE scope = p_scope AND key = p_key;
+  -- Its row first, as a bad event takes it (they take turns); then, in a
+  -- statement that starts after, the offset that brings what is counted
+  -- now to zero. The counts themselves are not touched (a fold may be
+  -- adding to them): mail delivered in a transaction that commits after
+  -- this one counts in the new window.
+  INSERT INTO mailroom.breaker_counts AS k (scope, key, updated_at)
+  VALUES (p_scope, p_key, p_now)
+  ON CONFLICT (scope, key) DO UPDATE SET updated_at = EXCLUDED.updated_at;
+  UPDATE mailroom.breaker_counts k
+  SET delivered_offset = -coalesce((SELECT sum(d.delivered) FROM mailroom.breaker_delivered d
+                                    WHERE d.scope = p_scope AND d.key = p_key), 0)
+                         - mailroom._breaker_pending_count(p_scope, p_key)
+  WHERE k.scope = p_scope AND k.key = p_key;
+  DELETE FROM mailroom.breaker_bad_events e WHERE e.scope = p_scope AND e.key = p_key;
   UPDATE mailroom.breaker_trips SET resumed_at = p_now
   WHERE scope = p_scope AND key = p_key AND resumed_at IS NULL;
+END
 $$;
 ALTER FUNCTION mailroom._breaker_reset(text, text, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_reset(text, text, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_reset(text, text, timestamptz) IS
-  'Internal (resume_campaign, resume_sender): forget the counts of one campaign or sender and close its open trips.';
+  'Internal (resume_campaign, resume_sender): start one campaign''s or sender''s window afresh (its delivered count since now starts at zero, its bad events are forgotten) and close its open trips.';
 
 CREATE FUNCTION mailroom.resume_sender(p_sender text)
 RETURNS integer
@@ -269,6 +423,8 @@ COMMENT ON FUNCTION mailroom.set_breaker_thresholds(text, integer, integer, nume
 
 -- What operators look at: every campaign and sender with counts, its
 -- windowed rates, and whether it is fine, warned, or paused by the breaker.
+-- One with an empty window (nothing delivered since its resume, no bad
+-- event in it) is not shown.
 CREATE VIEW mailroom.breaker_status WITH (security_barrier) AS
 SELECT b.scope, b.key,
        CASE WHEN b.scope = 'campaign' THEN k.name END AS campaign_name,
@@ -279,30 +435,57 @@ SELECT b.scope, b.key,
        f.delivered, f.bounced, f.complained, f.bounce_rate, f.complaint_rate,
        t.tripped_at, t.reason,
        b.updated_at
-FROM mailroom.breaker_counts b
+-- Every campaign and sender with something counted: its delivered total
+-- (folded rows, offset and pending mail, summed in one pass: no lookup per
+-- campaign or sender).
+FROM (SELECT parts.scope, parts.key, sum(parts.n) AS total, max(parts.at) AS updated_at
+      FROM (SELECT d.scope, d.key, d.delivered AS n, d.updated_at AS at FROM mailroom.breaker_delivered d
+            UNION ALL
+            SELECT k.scope, k.key, k.delivered_offset, k.updated_at FROM mailroom.breaker_counts k
+            UNION ALL
+            SELECT x.scope, x.key, 1, p.recorded_at
+            FROM mailroom.breaker_pending p
+            CROSS JOIN LATERAL unnest(p.ids) AS u(id)
+            JOIN mailroom.contents c ON c.id = u.id
+            CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+            WHERE x.key IS NOT NULL) AS parts
+      GROUP BY parts.scope, parts.key) AS b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
 -- The same arithmetic as _breaker_figures, written out: a function called
 -- by a view is executed with the reader's rights, and operators execute no
 -- internal function.
-CROSS JOIN LATERAL (SELECT CASE WHEN b.prev_delivered > 0
-                                THEN greatest(0, 1 - b.cur_delivered::numeric / s.window_size) ELSE 0 END AS w) AS share
-CROSS JOIN LATERAL (SELECT round(b.cur_delivered + b.prev_delivered * share.w, 2) AS delivered,
-                           round(b.cur_bounced + b.prev_bounced * share.w, 2) AS bounced,
-                           round(b.cur_complained + b.prev_complained * share.w, 2) AS complained) AS n
-CROSS JOIN LATERAL (SELECT n.delivered, n.bounced, n.complained,
-                           CASE WHEN n.delivered > 0 THEN round(n.bounced / n.delivered, 6) ELSE 0 END AS bounce_rate,
-                           CASE WHEN n.delivered > 0 THEN round(n.complained / n.delivered, 6) ELSE 0 END AS complaint_rate
+CROSS JOIN LATERAL (SELECT round(least(greatest(b.total, 0), s.window_size), 2) AS delivered,
+                           round(coalesce(sum(e.bounced), 0), 2) AS bounced,
+                           round(coalesce(sum(e.complained), 0), 2) AS complained
+                    FROM mailroom.breaker_bad_events e
+                    WHERE e.scope = b.scope AND e.key = b.key AND e.at_delivered > b.total - s.window_size) AS w
+CROSS JOIN LATERAL (SELECT w.delivered, w.bounced, w.complained,
+                           CASE WHEN w.delivered > 0 THEN round(w.bounced / w.delivered, 6) ELSE 0 END AS bounce_rate,
+                           CASE WHEN w.delivered > 0 THEN round(w.complained / w.delivered, 6) ELSE 0 END AS complaint_rate
                    ) AS f
 -- (the CASE: a sender's key is no number, and a join condition may be
 -- evaluated for every row)
 LEFT JOIN mailroom.campaigns k ON k.id = CASE WHEN b.scope = 'campaign' THEN b.key::bigint END
 LEFT JOIN LATERAL (SELECT tr.id, tr.tripped_at, tr.reason FROM mailroom.breaker_trips tr
                    WHERE tr.scope = b.scope AND tr.key = b.key AND tr.resumed_at IS NULL
-                   ORDER BY tr.id DESC LIMIT 1) AS t ON true;
+                   ORDER BY tr.id DESC LIMIT 1) AS t ON true
+WHERE f.delivered > 0 OR f.bounced > 0 OR f.complained > 0 OR t.id IS NOT NULL;
 ALTER VIEW mailroom.breaker_status OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.breaker_status FROM PUBLIC;
 GRANT SELECT ON mailroom.breaker_status TO mailroom_operator;
+-- Only where pg_cron is installed in this database, like mailroom-prune:
+-- a clean stream has no bad event to fold its pending mail, so its pending
+-- rows (and the lookups the next bad event or a read of breaker_status
+-- makes) stay bounded by a minute of mail.
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+    PERFORM cron.schedule('mailroom-breaker-fold', '* * * * *', 'SELECT mailroom.breaker_fold()');
+  END IF;
+END
+$$;
+
 COMMENT ON VIEW mailroom.breaker_status IS
-  'Circuit breaker per campaign and sender: windowed delivered, bounced and complained mail, the rates (fractions), and state ok, warning (a rate at its warning level) or paused (tripped; reason and tripped_at say why and when). Resume with resume_campaign or resume_sender.';
+  'Circuit breaker per campaign and sender: delivered, bounced and complained mail over the last window_size delivered (fewer after a resume), the rates (fractions), and state ok, warning (a rate at its warning level) or paused (tripped; reason and tripped_at say why and when). Resume with resume_campaign or resume_sender.';
 
 COMMIT;

@@ -292,7 +292,9 @@ BEGIN
   END IF;
 
   -- The circuit breaker counts what finished now against its campaign and
-  -- sender, last, so its counter rows are locked only until this commits.
+  -- sender: delivered mail in this backend's own rows (no wait on other
+  -- reporters); only a hard bounce locks a row, to evaluate, and last, so
+  -- it is held only until this commits.
   IF cardinality(v_sent) > 0 OR cardinality(v_bounced) > 0 THEN
     PERFORM mailroom._breaker_count_outcomes(v_sent, v_bounced, p_now);
   END IF;

@@ -4,10 +4,11 @@
 -- requires: table_campaigns
 
 -- The circuit breaker's state (issue 16): per campaign and per sender, a
--- rolling hard-bounce and complaint rate over the last N delivered mails,
--- kept as counters that every outcome updates in O(1) (no history scan),
--- the thresholds operators set, the senders it paused, and a record of each
--- trip with the figures that caused it.
+-- rolling hard-bounce and complaint rate over the last N delivered mails
+-- (the counts themselves are in table_breaker_tallies: delivered mail per
+-- backend, bad events where in the delivered count they happened; no
+-- history scan), the thresholds operators set, the senders it paused, and
+-- a record of each trip with the figures that caused it.
 
 BEGIN;
 
@@ -52,28 +53,25 @@ INSERT INTO mailroom.breaker_settings
   ('campaign', 1000, 200, 0.025, 0.05, 0.0005, 0.001),
   ('sender',   1000, 200, 0.025, 0.05, 0.0005, 0.001);
 
--- Rolling counts, one row per campaign or sender. A row keeps the current
--- bucket and the one before it; when the current bucket has window_size
--- delivered mails it becomes the previous one. The rate over the last N is
--- the current bucket plus the share of the previous bucket that is still
--- inside the window (a sliding-window counter: exact at the roll, linear in
--- between), so each outcome is one update of one row.
+-- One row per campaign or sender that had a bad event (or a resume): the
+-- row a bad event's evaluation locks, so that evaluations of one campaign
+-- or sender take turns and each sees the ones before it. Delivered mail
+-- never touches it: delivered counts go to breaker_delivered, one row per
+-- backend (table_breaker_tallies), and this row only holds what is added to
+-- their sum. Updated by bad events and resumes alone, so no fillfactor.
 CREATE TABLE mailroom.breaker_counts (
-  scope           text NOT NULL,
-  key             text NOT NULL,
-  cur_delivered   integer NOT NULL DEFAULT 0,
-  cur_bounced     integer NOT NULL DEFAULT 0,
-  cur_complained  integer NOT NULL DEFAULT 0,
-  prev_delivered  integer NOT NULL DEFAULT 0,
-  prev_bounced    integer NOT NULL DEFAULT 0,
-  prev_complained integer NOT NULL DEFAULT 0,
-  updated_at      timestamptz NOT NULL DEFAULT now(),
+  scope            text NOT NULL,
+  key              text NOT NULL,
+  delivered_offset bigint NOT NULL DEFAULT 0,
+  updated_at       timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT breaker_counts_pkey PRIMARY KEY (scope, key),
   CONSTRAINT breaker_counts_scope_valid CHECK (scope IN ('campaign', 'sender'))
-) WITH (fillfactor = 50);
+);
 ALTER TABLE mailroom.breaker_counts OWNER TO mailroom_owner;
 COMMENT ON TABLE mailroom.breaker_counts IS
-  'Circuit breaker counters per campaign (key = campaign id) or sender (key = sender name): delivered, hard-bounced and complained mail in the current and the previous bucket of window_size delivered mails. Updated by mark_outcomes and by feedback; reset when an operator resumes.';
+  'Circuit breaker: one row per campaign (key = campaign id) or sender (key = sender name) that had a bounce or complaint or was resumed; its row lock makes the evaluations of one campaign or sender take turns. Delivered mail is counted in breaker_delivered, never here.';
+COMMENT ON COLUMN mailroom.breaker_counts.delivered_offset IS
+  'Added to the sum of breaker_delivered to give the delivered mails counted since the last resume: the counts of folded (compacted) rows of backends that are gone, minus the total at the last resume.';
 
 CREATE TABLE mailroom.sender_pauses (
   sender    text PRIMARY KEY,

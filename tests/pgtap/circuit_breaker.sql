@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(38);
+SELECT plan(49);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -16,6 +16,10 @@ SELECT function_privs_are('mailroom', '_breaker_tally',
   ARRAY['text', 'text', 'integer', 'integer', 'integer', 'timestamp with time zone'], 'mailroom_runner', ARRAY[]::text[],
   'the tally is internal');
 SELECT has_view('mailroom', 'breaker_status', 'breaker_status exists');
+SELECT function_privs_are('mailroom', 'breaker_fold', ARRAY[]::text[], 'mailroom_operator', ARRAY['EXECUTE'],
+  'operators may fold pending counts');
+SELECT function_privs_are('mailroom', 'breaker_fold', ARRAY[]::text[], 'mailroom_runner', ARRAY[]::text[],
+  'runners do not');
 
 -- Small numbers for a readable test: window 100, sample 20, pause at 5 %.
 SELECT lives_ok($$SELECT mailroom.set_breaker_thresholds('campaign', p_window_size => 100, p_min_sample => 20)$$,
@@ -37,6 +41,7 @@ SELECT is(mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 
   FROM (SELECT *, row_number() OVER (ORDER BY id) AS n FROM b1) x)), 19, '18 sent and one 5.1.1 bounce reported');
 SELECT results_eq($$SELECT state, delivered, bounced FROM mailroom.breaker_status WHERE scope = 'campaign'$$,
   $$VALUES ('ok', 19.00, 1.00)$$, 'counted: 19 delivered, 1 bounced, under the minimum sample: ok');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_pending), 0, 'the bounce folded the pending delivered mail');
 SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)), 'active', 'not paused under the sample');
 
 -- One more sent (20 delivered, 1 bounced = 5 %) does not evaluate: only a bad event can trip.
@@ -76,14 +81,16 @@ SELECT is(mailroom.resume_sender('bulk'), 0, 'resuming twice does nothing');
 SELECT throws_ok($$SELECT mailroom.resume_sender('')$$, '22023', 'mailroom: sender: must be 1 to 200 characters',
   'resume_sender refuses an empty name');
 RESET ROLE;
-SELECT is((SELECT count(*)::int FROM mailroom.breaker_counts WHERE scope = 'sender'), 0, 'the sender''s counts are gone');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_status WHERE scope = 'sender' AND key = 'bulk'), 0,
+  'the sender''s window starts afresh: nothing counted, nothing shown');
 SELECT isnt((SELECT resumed_at FROM mailroom.breaker_trips WHERE scope = 'sender'), NULL, 'its trip is closed');
 SELECT results_eq($$SELECT to_address FROM mailroom.claim_batch('w1', 100)$$, $$VALUES ('bob@example.com')$$,
   'the resumed sender''s mail goes');
 
 -- Resume the campaign: fresh window, so the next bounce alone does not trip again.
 SELECT is(mailroom.resume_campaign((SELECT id FROM c)) > 0, true, 'resume_campaign queues its mail again');
-SELECT is((SELECT count(*)::int FROM mailroom.breaker_counts WHERE scope = 'campaign'), 0, 'the campaign''s counts are gone');
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_status WHERE scope = 'campaign'), 0,
+  'the campaign''s window starts afresh');
 
 -- Feedback: a complaint recorded later counts without a delivery, once per event.
 SELECT mailroom.set_breaker_thresholds('campaign', p_complaint_pause => 0.05, p_complaint_warn => 0.01);
@@ -100,18 +107,46 @@ SELECT is((SELECT status FROM mailroom.campaigns WHERE id = (SELECT id FROM c)),
 SELECT is((SELECT reason FROM mailroom.breaker_trips WHERE resumed_at IS NULL AND scope = 'campaign'),
   'complaint rate 6.667 % >= 5.000 % over the last 30 delivered', 'the trip says it was complaints');
 
--- The window rolls: after a full clean window the old bounces weigh less.
+-- The window is the last 100 delivered: bounces leave it when 100 more were delivered after them.
 SELECT mailroom._breaker_tally('sender', 'roll', 90, 10, 0, now());
 SELECT mailroom._breaker_tally('sender', 'roll', 10, 0, 0, now());
 SELECT mailroom._breaker_tally('sender', 'roll', 50, 0, 0, now());
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
-  $$VALUES (100.00, 5.00)$$, 'half a window on: 50 new delivered and half of the previous 100 (with its 10 bounces)');
+  $$VALUES (100.00, 10.00)$$, '150 delivered: the last 100 still hold the 10 bounces counted at the 90th');
+SELECT mailroom._breaker_tally('sender', 'roll', 40, 0, 0, now());
+SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
+  $$VALUES (100.00, 0.00)$$, '190 delivered: the window has passed them');
+SELECT mailroom._breaker_tally('sender', 'roll', 0, 1, 0, now());
+SELECT is((SELECT count(*)::int FROM mailroom.breaker_bad_events WHERE key = 'roll'), 1,
+  'the next bad event forgets those the window has passed');
 
 -- Operators read the view (it calls no function they may not execute).
 SET ROLE mailroom_operator;
 SELECT results_eq($$SELECT delivered, bounced FROM mailroom.breaker_status WHERE key = 'roll'$$,
-  $$VALUES (100.00, 5.00)$$, 'mailroom_operator reads breaker_status');
+  $$VALUES (100.00, 1.00)$$, 'mailroom_operator reads breaker_status');
 RESET ROLE;
+
+-- Delivered mail waits in breaker_pending until a fold; it counts all the same.
+SELECT mailroom.enqueue('f' || g || '@example.net', 'Hi', 'text', p_sender => 'fold') FROM generate_series(1, 10) g;
+CREATE TEMP TABLE b4 AS SELECT * FROM mailroom.claim_batch('w1', 10, p_sender => 'fold');
+SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b4));
+SELECT results_eq($$SELECT cardinality(ids) FROM mailroom.breaker_pending$$, $$VALUES (10)$$,
+  'a report of 10 sent is one pending row of 10 ids');
+SELECT results_eq($$SELECT delivered FROM mailroom.breaker_status WHERE key = 'fold'$$, $$VALUES (10.00)$$,
+  'breaker_status counts pending mail');
+SELECT is(mailroom.breaker_fold(), 10::bigint, 'breaker_fold counts the 10');
+SELECT results_eq($$SELECT delivered, (SELECT count(*) FROM mailroom.breaker_pending) FROM mailroom.breaker_status
+                    WHERE key = 'fold'$$, $$VALUES (10.00, 0::bigint)$$, 'folded, not counted twice');
+-- A report that finds 200 rows pending folds them: the backlog stays short without pg_cron.
+INSERT INTO mailroom.breaker_pending (ids) SELECT ARRAY[-g]::bigint[] FROM generate_series(1, 200) g;
+SELECT mailroom.enqueue('f11@example.net', 'Hi', 'text', p_sender => 'fold');
+CREATE TEMP TABLE b5 AS SELECT * FROM mailroom.claim_batch('w1', 1, p_sender => 'fold');
+SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b5));
+SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.breaker_pending), delivered
+                    FROM mailroom.breaker_status WHERE key = 'fold'$$, $$VALUES (0::bigint, 11.00)$$,
+  'the report after 200 pending rows folded them all, its own too');
+SELECT results_eq($$SELECT schedule, command FROM cron.job WHERE jobname = 'mailroom-breaker-fold'$$,
+  $$VALUES ('* * * * *'::text, 'SELECT mailroom.breaker_fold()'::text)$$, 'pg_cron folds every minute');
 
 -- Bad thresholds.
 SELECT throws_ok($$SELECT mailroom.set_breaker_thresholds('stream')$$, '22023',

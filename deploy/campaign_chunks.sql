@@ -159,12 +159,15 @@ BEGIN
     WHERE k.status = 'active' AND b.not_before <= p_now
     ORDER BY k.priority DESC, b.campaign_id
   LOOP
-    -- Still enough: some of the newest chunk's lower half is queued and due
-    -- (a range of the queue's primary key, at most half a chunk).
-    CONTINUE WHEN EXISTS (
-      SELECT FROM mailroom.queue q
-      WHERE q.id BETWEEN v_b.chunk_first AND v_b.chunk_middle AND q.status = 'queued' AND q.run_at <= p_now
-        AND EXISTS (SELECT FROM mailroom.contents c WHERE c.id = q.id AND c.campaign_id = v_b.campaign_id));
+    -- Still enough: some of the newest chunk's lower half is queued and due.
+    -- Read from the middle down: claims take the lowest ids first, so the
+    -- first row read is queued until the half is nearly gone.
+    PERFORM FROM mailroom.queue q
+    WHERE q.id BETWEEN v_b.chunk_first AND v_b.chunk_middle AND q.status = 'queued' AND q.run_at <= p_now
+      AND EXISTS (SELECT FROM mailroom.contents c WHERE c.id = q.id AND c.campaign_id = v_b.campaign_id)
+    ORDER BY q.id DESC
+    LIMIT 1;
+    CONTINUE WHEN FOUND;
     -- Another claimer (or an enqueue_campaign of this campaign) holds it, or
     -- queued the chunk since this read: not this claim's work.
     PERFORM FROM mailroom.campaign_backlog b

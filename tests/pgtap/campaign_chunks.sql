@@ -2,7 +2,7 @@
 -- (deploy/campaign_chunks.sql), and every campaign behaviour holds for the
 -- mail that is not queued yet. Chunks of 4 here (the real size is 5,000).
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 SET LOCAL timezone = 'UTC';
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer
@@ -42,6 +42,9 @@ SELECT results_eq($$SELECT status, status_reason, count(*)::int FROM mailroom.me
                     WHERE campaign_id = (SELECT id FROM k) GROUP BY 1, 2 ORDER BY 2 NULLS FIRST$$,
   $$VALUES ('queued', NULL::text, 4), ('queued', 'not_yet_queued', 6)$$,
   'messages shows mail not queued yet as queued (status_reason not_yet_queued)');
+SELECT is((SELECT (j->>'status') || '/' || (j->>'status_reason') || '/' || coalesce(j->>'run_at', '-')
+           FROM mailroom.inspect('campaign:' || (SELECT id FROM k) || ':9') j), 'queued/not_yet_queued/-',
+  'inspect shows it so too');
 SELECT results_eq($$SELECT total, queued, paused, due, status FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM k)$$,
   $$VALUES (10::bigint, 10::bigint, 0::bigint, 10::bigint, 'active')$$,
   'campaign_progress counts mail not queued yet as queued and due');
@@ -165,6 +168,10 @@ SELECT is_empty($$SELECT * FROM mailroom.integrity_problems()$$, 'no integrity p
 DELETE FROM mailroom.attempts WHERE message_id = (SELECT max(id) FROM mailroom.contents WHERE campaign_id = (SELECT id FROM k5));
 SELECT is((SELECT problem FROM mailroom.integrity_problems()), 'contents_without_state',
   'a mail without a state outside an open campaign''s backlog is reported');
+INSERT INTO mailroom.campaign_backlog (campaign_id, queued_through, chunk_first, chunk_middle)
+VALUES ((SELECT id FROM k5), 0, 0, 0);
+SELECT is((SELECT string_agg(problem, ',' ORDER BY problem) FROM mailroom.integrity_problems()),
+  'backlog_of_closed_campaign,contents_without_state', 'so is a backlog row of a cancelled campaign');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -147,6 +147,10 @@ RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
+-- Its two reads have one good plan whatever the ids (the queue's primary
+-- key, a range): left to choose, PostgreSQL kept planning them afresh on
+-- every call once a campaign had a backlog, 0.45 ms a claim against 0.035.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_b     record;

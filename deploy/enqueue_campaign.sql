@@ -333,7 +333,9 @@ BEGIN
   -- campaign's first chunk is queued paused (as all of it was before); its
   -- next chunks wait until it is resumed. A campaign that had mail not
   -- queued yet already has its chunk in the queue: claims queue the next.
-  IF v_new_backlog AND v_c.status IN ('active', 'paused') THEN
+  -- (A done campaign is here only when this run added nobody: the chunk
+  -- finds nothing and drops the new backlog row.)
+  IF v_new_backlog THEN
     PERFORM mailroom._campaign_queue_chunk(v_c.id, mailroom._campaign_chunk_size(), now());
   END IF;
   RETURN v_count;

@@ -2,7 +2,7 @@
 -- (deploy/campaign_chunks.sql), and every campaign behaviour holds for the
 -- mail that is not queued yet. Chunks of 4 here (the real size is 5,000).
 BEGIN;
-SELECT plan(44);
+SELECT plan(45);
 SET LOCAL timezone = 'UTC';
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer
@@ -82,6 +82,15 @@ SELECT is(mailroom.enqueue_campaign('lazy', 'news', 'SELECT id AS recipient_id, 
   (SELECT id FROM k)::int, 'a re-run with one recipient more');
 RESET ROLE;
 SELECT is((SELECT (s.queued, s.unqueued)::text FROM pg_temp.states((SELECT id FROM k)) s), '(11,0)', 'it is queued at once, nothing twice');
+
+-- a re-run of a done campaign that adds nobody leaves no backlog behind
+UPDATE mailroom.campaigns SET status = 'done' WHERE id = (SELECT id FROM k);
+SET ROLE mailroom_app;
+SELECT mailroom.enqueue_campaign('lazy', 'news', 'SELECT id AS recipient_id, email FROM public.t_people');
+RESET ROLE;
+SELECT is((SELECT count(*)::int FROM mailroom.campaign_backlog WHERE campaign_id = (SELECT id FROM k)), 0,
+  'a re-run of a done campaign that adds nobody leaves no backlog row');
+UPDATE mailroom.campaigns SET status = 'active' WHERE id = (SELECT id FROM k);
 
 -- addresses are checked and suppressions honoured when a chunk is queued
 DELETE FROM public.t_people;

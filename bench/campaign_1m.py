@@ -16,7 +16,12 @@ empty tables after a CHECKPOINT:
               foreign key) and its narrow queue row: the floor of
               any enqueue_campaign that writes v0.4's two rows per mail
   enqueue_campaign  the real call as mailroom_app (query run as the caller,
-              staging, address check, suppressions, send windows)
+              staging, contents rows, and the first chunk of queue rows: the
+              rest is queued a chunk at a time by claims, deploy/campaign_chunks.sql)
+
+and, not part of the ratio, what queueing the rest in chunks costs in all
+(address check, suppressions, send windows, queue rows: work the claims of
+the drain do later, 5,000 mails at a time)
 
 then a re-run of the campaign, which must add 0 rows. Target (issue 13):
 enqueue_campaign <= 3 x bare (v0.3's own bound was 2 x, over one table).
@@ -118,15 +123,20 @@ def main() -> int:
             best["enqueue_campaign"] = min(best.get("enqueue_campaign", float("inf")),
                                            timed(campaign_sql, "mailroom_app"))
         added = conn.execute("SELECT count(*) FROM mailroom.contents").fetchone()[0]
-        live = conn.execute("SELECT count(*) FROM mailroom.queue").fetchone()[0]
+        first_chunk = conn.execute("SELECT count(*) FROM mailroom.queue").fetchone()[0]
+        chunk = conn.execute("SELECT mailroom._campaign_chunk_size()").fetchone()[0]
         rerun = timed(campaign_sql, "mailroom_app")
         again = conn.execute("SELECT count(*) FROM mailroom.contents").fetchone()[0] - added
+        rest = timed("SELECT mailroom._campaign_queue_all(id, now()) FROM mailroom.campaigns WHERE name = 'weekly digest'")
+        live = conn.execute("SELECT count(*) FROM mailroom.queue").fetchone()[0]
 
         bare = best["bare"]
         print(f"{'side':18} {'seconds':>8} {'x bare':>7} {'µs/row':>7}")
         for label, secs in best.items():
             print(f"{label:18} {secs:8.2f} {secs / bare:7.2f} {secs / n * 1e6:7.1f}")
         print(f"{'re-run':18} {rerun:8.2f} {rerun / bare:7.2f}   ({again} added)")
+        print(f"{'the other chunks':18} {rest:8.2f} {rest / bare:7.2f} {rest / n * 1e6:7.1f}"
+              f"   (queued later by claims, {chunk:,} a chunk; here all at once)")
         print(f"index maintenance (+ indexes - bare): {best['+ indexes'] - bare:.2f} s;"
               f" the queue rows and whatever contents carries (contents + queue - + indexes):"
               f" {best['contents + queue'] - best['+ indexes']:.2f} s;"
@@ -137,9 +147,9 @@ def main() -> int:
                f"{best['enqueue_campaign']:.1f} s = {ratio:.2f} x (the same rows into contents + queue directly:"
                f" {best['contents + queue'] / bare:.2f} x)", ratio <= 3)
         target("a re-run adds 0 rows", str(again), again == 0)
-        if added != n or live != n:
-            print(f"FAIL: enqueue_campaign added {added:,} contents and {live:,} queue rows, expected {n:,}",
-                  file=sys.stderr)
+        if added != n or first_chunk != min(n, chunk) or live != n:
+            print(f"FAIL: enqueue_campaign added {added:,} contents and {first_chunk:,} queue rows (all chunks:"
+                  f" {live:,}), expected {n:,} and {min(n, chunk):,} ({n:,})", file=sys.stderr)
             return 1
     return 0
 

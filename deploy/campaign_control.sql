@@ -2,6 +2,7 @@
 -- requires: campaign_control@v0.3.0
 -- requires: split_messages
 -- requires: circuit_breaker
+-- requires: campaign_chunks
 
 -- v0.4: a campaign's mail is found through contents' campaign index
 -- (contents_campaign_idx) and its live rows in mailroom.queue by id. What a pause
@@ -138,8 +139,9 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_status text := mailroom._campaign_lock(p_campaign);
-  v_count  integer;
+  v_status   text := mailroom._campaign_lock(p_campaign);
+  v_count    integer;
+  v_unqueued integer;
 BEGIN
   IF v_status = 'cancelled' THEN
     RETURN 0;
@@ -148,6 +150,20 @@ BEGIN
       USING ERRCODE = '55000';
   END IF;
   UPDATE mailroom.campaigns SET status = 'cancelled', finished_at = now(), updated_at = now() WHERE id = p_campaign;
+  -- Its mail not queued yet (deploy/campaign_chunks.sql) is finished now
+  -- too, one cancelled ledger row each: a cancelled campaign leaves no mail
+  -- without a state. Its backlog row is taken first, waiting for a claim
+  -- that is queueing a chunk of it right now (that chunk is then in the
+  -- queue and is finished below).
+  PERFORM FROM mailroom.campaign_backlog b WHERE b.campaign_id = p_campaign FOR UPDATE;
+  INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+  SELECT c.id, 0, now(), 'cancelled', 'cancelled', 'campaign_cancelled'
+  FROM mailroom.campaign_backlog b
+  JOIN mailroom.contents c ON c.campaign_id = b.campaign_id AND c.id > b.queued_through
+  WHERE b.campaign_id = p_campaign
+    AND NOT EXISTS (SELECT FROM mailroom.attempts f WHERE f.message_id = c.id AND f.finished_as IS NOT NULL);
+  GET DIAGNOSTICS v_unqueued = ROW_COUNT;
+  DELETE FROM mailroom.campaign_backlog WHERE campaign_id = p_campaign;
   -- Finish its queued and paused mail now (queue row out, one finishing
   -- ledger row each); what a runner holds finishes its attempt, and
   -- whatever comes back later is finished by claim_batch's gate.
@@ -161,14 +177,14 @@ BEGIN
   SELECT g.id, g.attempts, now(), 'cancelled', 'cancelled', 'campaign_cancelled', g.last_error
   FROM gone g;
   GET DIAGNOSTICS v_count = ROW_COUNT;
-  RETURN v_count;
+  RETURN v_count + v_unqueued;
 END
 $$;
 ALTER FUNCTION mailroom.cancel_campaign(bigint) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.cancel_campaign(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.cancel_campaign(bigint) TO mailroom_app, mailroom_operator;
 COMMENT ON FUNCTION mailroom.cancel_campaign(bigint) IS
-  'Cancel a campaign: its queued and paused mail is finished as cancelled (reason campaign_cancelled), and no claim that starts after this commits returns any of its mail; mail being sent finishes. Returns how many were cancelled now.';
+  'Cancel a campaign: its queued and paused mail, and its mail not queued yet, is finished as cancelled (reason campaign_cancelled), and no claim that starts after this commits returns any of its mail; mail being sent finishes. Returns how many were cancelled now.';
 
 CREATE FUNCTION mailroom.finish_campaigns()
 RETURNS integer
@@ -180,10 +196,12 @@ DECLARE
   v_count integer;
 BEGIN
   -- Done = no live mail left that may still be sent (review mail waits for
-  -- an operator and does not keep a campaign open, as in v0.3).
+  -- an operator and does not keep a campaign open, as in v0.3), and none
+  -- not queued yet (a backlog row).
   UPDATE mailroom.campaigns k
   SET status = 'done', finished_at = now(), updated_at = now()
   WHERE k.status = 'active'
+    AND NOT EXISTS (SELECT FROM mailroom.campaign_backlog b WHERE b.campaign_id = k.id)
     AND NOT EXISTS (SELECT FROM mailroom.contents c JOIN mailroom.queue q ON q.id = c.id
                     WHERE c.campaign_id = k.id AND q.status IN ('queued', 'sending', 'paused'));
   GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -194,7 +212,7 @@ ALTER FUNCTION mailroom.finish_campaigns() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.finish_campaigns() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.finish_campaigns() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.finish_campaigns() IS
-  'Housekeeping (pg_cron job mailroom-materialize): mark active campaigns with nothing queued, sending or paused as done. Returns how many.';
+  'Housekeeping (pg_cron job mailroom-materialize): mark active campaigns with nothing queued, sending, paused or not queued yet as done. Returns how many.';
 
 -- The ETA and its note, from a campaign's counts; campaign_progress and
 -- console_reads' campaign_summaries count differently (all of a campaign's
@@ -247,6 +265,9 @@ COMMENT ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint,
 -- Per campaign, from the tables (not the messages view): its contents rows
 -- by contents_campaign_idx, each one's live queue row by
 -- primary key, or else its finishing ledger row by attempts_finished_idx.
+-- A mail with neither is not queued yet (deploy/campaign_chunks.sql): it
+-- counts as queued (as paused while the campaign is paused), due once the
+-- campaign's send_at has passed.
 CREATE VIEW mailroom.campaign_progress AS
 SELECT k.id AS campaign_id,
        k.name,
@@ -267,8 +288,8 @@ SELECT k.id AS campaign_id,
 FROM mailroom.campaigns k
 CROSS JOIN LATERAL (
   SELECT count(*) AS total,
-         count(*) FILTER (WHERE q.status = 'queued') AS queued,
-         count(*) FILTER (WHERE q.status = 'paused') AS paused,
+         count(*) FILTER (WHERE q.status = 'queued' OR (q.id IS NULL AND f.id IS NULL AND k.status <> 'paused')) AS queued,
+         count(*) FILTER (WHERE q.status = 'paused' OR (q.id IS NULL AND f.id IS NULL AND k.status = 'paused')) AS paused,
          count(*) FILTER (WHERE q.status = 'sending') AS sending,
          count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'sent') AS sent,
          count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'failed') AS failed,
@@ -277,13 +298,20 @@ CROSS JOIN LATERAL (
          count(*) FILTER (WHERE q.id IS NULL AND f.finished_as = 'sent'
                             AND f.finished_at > now() - interval '1 minute') AS sent_last_minute,
          min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due,
-         count(*) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS due,
-         count(*) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS waiting,
-         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS next_due_at,
-         max(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at > now()) AS last_due_at
+         count(*) FILTER (WHERE (q.status = 'queued' AND q.run_at <= now())
+                            OR (q.id IS NULL AND f.id IS NULL AND k.status = 'active' AND k.send_at <= now())) AS due,
+         count(*) FILTER (WHERE (q.status = 'queued' AND q.run_at > now())
+                            OR (q.id IS NULL AND f.id IS NULL AND k.status = 'active' AND k.send_at > now())) AS waiting,
+         min(w.run_at) AS next_due_at,
+         max(w.run_at) AS last_due_at
   FROM mailroom.contents c
   LEFT JOIN mailroom.queue q ON q.id = c.id
   LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NULL
+  -- when a mail waiting for later will be due: its run_at, or for mail not
+  -- queued yet the campaign's send_at
+  CROSS JOIN LATERAL (SELECT CASE WHEN q.status = 'queued' AND q.run_at > now() THEN q.run_at
+                                  WHEN q.id IS NULL AND f.id IS NULL AND k.status = 'active' AND k.send_at > now()
+                                  THEN k.send_at END AS run_at) w
   WHERE c.campaign_id = k.id
 ) s
 CROSS JOIN LATERAL mailroom._campaign_eta(k.status, s.queued, s.sending, s.due, s.waiting, s.sent_last_minute,

@@ -2,6 +2,7 @@
 -- requires: cancel@v0.3.0
 -- requires: split_messages
 -- requires: retry
+-- requires: table_campaign_backlog
 
 -- v0.4: cancelling finishes the mail. Queued, paused or review mail loses its
 -- queue row and gains one ledger row (outcome cancelled, finished_as
@@ -38,8 +39,18 @@ BEGIN
     RAISE EXCEPTION 'mailroom: reason: must be 1 to 200 characters' USING ERRCODE = '22023';
   END IF;
 
+  -- Campaign mail may not be queued yet (deploy/campaign_chunks.sql): hold
+  -- its campaigns' backlog rows, in key order, so no chunk queues it while
+  -- it is finished here (a chunk queued meanwhile is waited for and seen).
+  PERFORM FROM mailroom.campaign_backlog b
+  WHERE b.campaign_id IN (SELECT c.campaign_id FROM mailroom.contents c WHERE c.id = ANY (p_ids))
+  ORDER BY b.campaign_id
+  FOR UPDATE;
+
+  -- A mail with neither a queue row nor a finishing row is campaign mail
+  -- not queued yet: queued, as the messages view says.
   SELECT array_agg(r.id ORDER BY r.id),
-         array_agg(CASE WHEN c.id IS NOT NULL THEN coalesce(q.status, f.finished_as) END ORDER BY r.id)
+         array_agg(CASE WHEN c.id IS NOT NULL THEN coalesce(q.status, f.finished_as, 'queued') END ORDER BY r.id)
   INTO v_ids, v_before
   FROM (SELECT DISTINCT u.id FROM unnest(p_ids) AS u(id)) r
   LEFT JOIN mailroom.contents c ON c.id = r.id
@@ -60,6 +71,20 @@ BEGIN
     RETURNING message_id
   )
   SELECT array_agg(message_id) INTO v_done FROM finished;
+
+  -- Campaign mail not queued yet: finished before it ever is (its chunk
+  -- skips finished mail).
+  WITH finished AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+    SELECT c.id, 0, now(), 'cancelled', 'cancelled', p_reason
+    FROM mailroom.contents c
+    JOIN mailroom.campaign_backlog b ON b.campaign_id = c.campaign_id AND c.id > b.queued_through
+    WHERE c.id = ANY (v_ids)
+      AND NOT EXISTS (SELECT FROM mailroom.queue q WHERE q.id = c.id)
+      AND NOT EXISTS (SELECT FROM mailroom.attempts f WHERE f.message_id = c.id AND f.finished_as IS NOT NULL)
+    RETURNING message_id
+  )
+  SELECT coalesce(v_done, '{}') || coalesce(array_agg(message_id), '{}') INTO v_done FROM finished;
 
   -- Failed mail: the failed row stops being the finishing row (one
   -- statement) before the cancel's row becomes it (the next): at most one
@@ -87,6 +112,6 @@ ALTER FUNCTION mailroom.cancel(bigint[], text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.cancel(bigint[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.cancel(bigint[], text) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.cancel(bigint[], text) IS
-  'Operator: cancel queued, paused, review or failed mail (finished as cancelled, status_reason = p_reason). One row per requested id: previous_status NULL = no such message; status unchanged = not cancellable (sending, sent, already cancelled).';
+  'Operator: cancel queued (campaign mail not queued yet included), paused, review or failed mail (finished as cancelled, status_reason = p_reason). One row per requested id: previous_status NULL = no such message; status unchanged = not cancellable (sending, sent, already cancelled).';
 
 COMMIT;

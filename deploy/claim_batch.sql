@@ -206,6 +206,11 @@ BEGIN
   WHERE (p_sender IS NULL OR s.name = p_sender) AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL);
   v_limited := v_dom_limited OR cardinality(v_snd_names) > 0;
 
+  -- Campaign mail is queued a chunk at a time (deploy/campaign_chunks.sql):
+  -- queue the next chunk of a campaign running low before picking, so the
+  -- pick sees it.
+  PERFORM mailroom._campaign_top_up(p_now);
+
   v_want := p_limit;
   WHILE v_want > 0 AND v_round < 3 LOOP
     v_round := v_round + 1;

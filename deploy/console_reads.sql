@@ -1,5 +1,6 @@
 -- Deploy mailroom:console_reads to pg
 -- requires: split_messages
+-- requires: table_campaign_backlog
 -- requires: attempts_claimed_at_brin
 -- requires: send_rates
 -- requires: table_domain_budgets
@@ -386,15 +387,28 @@ BEGIN
   ),
   s AS (
     SELECT k.*, t.total,
-           coalesce(l.queued, 0) AS queued, coalesce(l.paused, 0) AS paused,
+           coalesce(l.queued, 0) + CASE WHEN k.status <> 'paused' THEN u.unqueued ELSE 0 END AS queued,
+           coalesce(l.paused, 0) + CASE WHEN k.status = 'paused' THEN u.unqueued ELSE 0 END AS paused,
            coalesce(l.sending, 0) AS sending, coalesce(l.review, 0) AS review,
-           l.oldest_due, coalesce(l.due, 0) AS due, coalesce(l.waiting, 0) AS waiting,
-           l.next_due_at, l.last_due_at,
+           l.oldest_due,
+           coalesce(l.due, 0) + CASE WHEN k.status = 'active' AND k.send_at <= now() THEN u.unqueued ELSE 0 END AS due,
+           coalesce(l.waiting, 0) + CASE WHEN k.status = 'active' AND k.send_at > now() THEN u.unqueued ELSE 0 END AS waiting,
+           CASE WHEN k.status = 'active' AND k.send_at > now() AND u.unqueued > 0
+                THEN least(l.next_due_at, k.send_at) ELSE l.next_due_at END AS next_due_at,
+           CASE WHEN k.status = 'active' AND k.send_at > now() AND u.unqueued > 0
+                THEN greatest(l.last_due_at, k.send_at) ELSE l.last_due_at END AS last_due_at,
            coalesce(r.sent_last_minute, 0) AS sent_last_minute
     FROM k
     -- An index-only scan of contents_campaign_idx: no heap while vacuum
     -- keeps the visibility map (contents rows are written once).
     CROSS JOIN LATERAL (SELECT count(*) AS total FROM mailroom.contents c WHERE c.campaign_id = k.id) t
+    -- Mail not queued yet (deploy/campaign_chunks.sql) counts as queued (as
+    -- paused while the campaign is): the same index above the cursor. One
+    -- an operator cancelled before its chunk is counted here until then.
+    CROSS JOIN LATERAL (SELECT count(*) AS unqueued
+                        FROM mailroom.campaign_backlog b
+                        JOIN mailroom.contents c ON c.campaign_id = b.campaign_id AND c.id > b.queued_through
+                        WHERE b.campaign_id = k.id) u
     LEFT JOIN live l ON l.campaign_id = k.id
     LEFT JOIN recent r ON r.campaign_id = k.id
   )

@@ -3,9 +3,10 @@
 -- requires: split_messages
 -- requires: validation
 -- requires: table_suppressions
+-- requires: campaign_chunks
 
--- v0.4: a campaign's mail is written as contents (once) and queue rows (the
--- live part) by one statement, and this file defines every function of the
+-- v0.4: a campaign's mail is written as contents rows (once) by one
+-- statement, its queue rows lazily a chunk at a time (the first chunk here), and this file defines every function of the
 -- change again (_address_ok, _campaign_open, _campaign_fill,
 -- enqueue_campaign), so a reader finds them here.
 --
@@ -26,10 +27,11 @@
 --    caller's query (via a temporary view the caller owns) and copies its rows
 --    into that table, as the caller. Every operator and type it names is
 --    pg_catalog's, spelled out, so a caller's search_path cannot plant its own.
--- 3. _campaign_fill (SECURITY DEFINER) checks the rows and writes every mail in
---    ONE statement: INSERT into contents, INSERT into queue of what that
---    returned. It reads only the table mailroom_owner owns: no code of the
---    caller runs with its rights.
+-- 3. _campaign_fill (SECURITY DEFINER) checks the rows and writes every mail's
+--    contents row in ONE statement, then queues the first chunk of the
+--    campaign (deploy/campaign_chunks.sql: the rest is queued a chunk at a
+--    time as claims need it). It reads only the table mailroom_owner owns:
+--    no code of the caller runs with its rights.
 -- The caller needs the TEMPORARY privilege on the database (PUBLIC has it by
 -- default).
 --
@@ -212,11 +214,10 @@ DECLARE
   v_bad    record;
   v_zone   text;
   v_count  bigint;
-  v_notify boolean;
-  v_sql    text;
   v_fast   text;
   v_rerun  boolean;
   v_known  text;
+  v_new_backlog boolean;
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_class
                  WHERE oid = to_regclass('pg_temp.mailroom_campaign_recipients')
@@ -261,14 +262,31 @@ BEGIN
   -- rescans it per recipient).
   v_rerun := EXISTS (SELECT FROM mailroom.contents c WHERE c.campaign_id = v_c.id);
 
-  -- One statement for every recipient: one INSERT into contents, one into
-  -- the queue, and one ledger row for each recipient
-  -- kept as cancelled (malformed address, or suppressed at this moment:
-  -- auditable, and cheaper to settle now than at claim time). The send
-  -- window is applied once per zone (run_at = the next opening). A paused
-  -- campaign's mail is written paused; a pause, cancel or suppression that
-  -- commits after this snapshot is caught by claim_batch's gate, which is
-  -- what guarantees it (these write-time decisions only save it work).
+  -- The campaign's backlog row (deploy/campaign_chunks.sql) is held to
+  -- the end of this transaction: no claimer queues a chunk of this campaign
+  -- meanwhile, so none can pass over rows written here but not committed,
+  -- and two runs of one campaign take turns. A campaign without one had
+  -- every mail queued: the cursor starts above its last mail, read in the
+  -- next statement, once the row is held: a run of this campaign that
+  -- committed (and queued its mail) while this one waited for the row is
+  -- seen then, not passed over.
+  INSERT INTO mailroom.campaign_backlog AS b (campaign_id, queued_through, chunk_first, chunk_middle)
+  VALUES (v_c.id, 0, 0, 0)
+  ON CONFLICT (campaign_id) DO UPDATE SET updated_at = now()
+  RETURNING b.xmax = 0 INTO v_new_backlog;
+  IF v_new_backlog THEN
+    UPDATE mailroom.campaign_backlog b
+    SET queued_through = m.last, chunk_first = m.last, chunk_middle = m.last
+    FROM (SELECT coalesce(max(c.id), 0) AS last FROM mailroom.contents c WHERE c.campaign_id = v_c.id) m
+    WHERE b.campaign_id = v_c.id;
+  END IF;
+
+  -- One statement for every recipient, and only into contents: each mail's
+  -- queue row is made later, a chunk at a time (_campaign_queue_chunk, the
+  -- first chunk below), and so is the check of its address, its
+  -- suppression (a cancelled ledger row, as before) and its send window.
+  -- A pause, cancel or suppression is caught again by claim_batch's gate,
+  -- which is what guarantees it.
   --
   -- Fast path first: no ON CONFLICT (a speculative insertion per row costs
   -- about +30 % per million rows, bench/campaign_1m.py). A recipient_id
@@ -278,121 +296,47 @@ BEGIN
   v_known := CASE WHEN v_rerun THEN
     'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = ''campaign:'' || $1 || '':'' || r.recipient_id)'
     ELSE '' END;
-  -- The fast path gives every row its id up front, so the queue and the
-  -- ledger rows come from the same source as the contents rows (no RETURNING
-  -- to collect), and the suppressions are hash-joined once instead of
-  -- probed per row.
+  -- In delivery-key order (the key's own expression and collation, so the
+  -- order is the unique index's whatever the database's locale): the index
+  -- is filled left to right instead of at random leaves. nextval is taken
+  -- after the sort, so ids follow the same order, and so do the chunks.
   v_fast := $sql$
-  WITH openings AS (
-    SELECT z.zone, mailroom._window_open(z.zone, $10, $11, $12) AS run_at
-    FROM (SELECT DISTINCT coalesce(r.time_zone, $13) AS zone
-          FROM pg_temp.mailroom_campaign_recipients r) z
-  ),
-  src AS MATERIALIZED (
-    SELECT nextval('mailroom.message_ids') AS id, r.recipient_id, r.email, r.vars,
-           CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $13) END AS zone,
-           CASE WHEN NOT mailroom._address_ok(r.email) THEN 'invalid_address'
-                WHEN s.address_key IS NOT NULL THEN 'suppressed' END AS reason
-    FROM pg_temp.mailroom_campaign_recipients r
-    -- the suppressions that hold for the campaign's stream ($15) or for all
-    -- streams, one row per address so the join adds no rows
-    LEFT JOIN (SELECT DISTINCT x.address_key FROM mailroom.suppressions x
-               WHERE x.stream IS NULL OR x.stream = $15) s ON s.address_key = mailroom._address_key(r.email)
-    %s
-    -- In delivery-key order (the key's own expression and collation, so the
-    -- order is the unique index's whatever the database's locale): the index
-    -- is filled left to right instead of at random leaves. nextval is taken
-    -- after the sort, so ids follow the same order.
-    ORDER BY 'campaign:' || $1 || ':' || r.recipient_id
-  ),
-  content AS (
-    INSERT INTO mailroom.contents (
-      id, delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
-      on_ambiguous, campaign_id, recipient_id, recipient_zone, stream, created_at)
-    SELECT k.id, 'campaign:' || $1 || ':' || k.recipient_id, $3, k.email, $4, $5 || coalesce(k.vars, '{}'), $6,
-           $7, $8, $9, $1, k.recipient_id, k.zone, $15, $2
-    FROM src k
-  ),
-  live AS (
-    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
-    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
-           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
-           coalesce(o.run_at, $12), $3, $8, $9, $2
-    FROM src k
-    LEFT JOIN openings o ON o.zone = k.zone
-    WHERE k.reason IS NULL
-  ),
-  finished AS (
-    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
-    SELECT k.id, 0, $2, 'cancelled', 'cancelled', k.reason
-    FROM src k
-    WHERE k.reason IS NOT NULL
-  )
-  -- how many were added, and whether any zone's opening is due (wake runners)
-  SELECT (SELECT count(*) FROM src),
-         coalesce((SELECT bool_or(o.run_at <= $2) FROM openings o), false)$sql$;
-  -- The fallback: ON CONFLICT DO NOTHING, so only the rows contents took
-  -- (its RETURNING) get a queue or ledger row.
-  v_sql := $sql$
-  WITH openings AS (
-    SELECT z.zone, mailroom._window_open(z.zone, $10, $11, $12) AS run_at
-    FROM (SELECT DISTINCT coalesce(r.time_zone, $13) AS zone
-          FROM pg_temp.mailroom_campaign_recipients r) z
-  ),
-  content AS (
-    INSERT INTO mailroom.contents (
-      delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
-      on_ambiguous, campaign_id, recipient_id, recipient_zone, stream, created_at)
-    SELECT 'campaign:' || $1 || ':' || r.recipient_id, $3, r.email,
-           $4, $5 || coalesce(r.vars, '{}'), $6, $7, $8,
-           $9, $1, r.recipient_id,
-           CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $13) END,
-           $15, $2
-    FROM pg_temp.mailroom_campaign_recipients r
-    %s
-    ORDER BY 'campaign:' || $1 || ':' || r.recipient_id
-    ON CONFLICT DO NOTHING
-    -- each address is checked once, in the RETURNING of the row it belongs to
-    RETURNING id, recipient_zone,
-              CASE WHEN NOT mailroom._address_ok(to_address) THEN 'invalid_address'
-                   WHEN EXISTS (SELECT FROM mailroom.suppressions s
-                                WHERE s.address_key = mailroom._address_key(to_address)
-                                  AND (s.stream IS NULL OR s.stream = $15)) THEN 'suppressed' END AS reason
-  ),
-  live AS (
-    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
-    SELECT k.id, CASE WHEN $14 = 'paused' THEN 'paused' ELSE 'queued' END,
-           CASE WHEN $14 = 'paused' THEN 'campaign_paused' END, $7,
-           coalesce(o.run_at, $12), $3, $8, $9, $2
-    FROM content k
-    LEFT JOIN openings o ON o.zone = k.recipient_zone
-    WHERE k.reason IS NULL
-  ),
-  finished AS (
-    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
-    SELECT k.id, 0, $2, 'cancelled', 'cancelled', k.reason
-    FROM content k
-    WHERE k.reason IS NOT NULL
-  )
-  SELECT (SELECT count(*) FROM content),
-         coalesce((SELECT bool_or(o.run_at <= $2) FROM openings o), false)$sql$;
+  INSERT INTO mailroom.contents (
+    id, delivery_key, sender, to_address, template_key, template_vars, headers, priority, max_attempts,
+    on_ambiguous, campaign_id, recipient_id, recipient_zone, stream, created_at)
+  SELECT nextval('mailroom.message_ids'), 'campaign:' || $1 || ':' || r.recipient_id, $3, r.email, $4,
+         $5 || coalesce(r.vars, '{}'), $6, $7, $8, $9, $1, r.recipient_id,
+         CASE WHEN $10 IS NOT NULL THEN coalesce(r.time_zone, $11) END, $12, $2
+  FROM pg_temp.mailroom_campaign_recipients r
+  %s
+  ORDER BY 'campaign:' || $1 || ':' || r.recipient_id$sql$;
   BEGIN
-    EXECUTE format(v_fast, v_known) INTO v_count, v_notify
+    EXECUTE format(v_fast, v_known)
       USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
-            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status, v_c.stream;
+            v_c.on_ambiguous, v_c.window_start, v_c.time_zone, v_c.stream;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
   EXCEPTION WHEN unique_violation THEN
-    EXECUTE format(v_sql, v_known) INTO v_count, v_notify
+    EXECUTE format(v_fast, v_known) || ' ON CONFLICT DO NOTHING'
       USING v_c.id, now(), v_c.sender, v_c.template_key, v_c.vars, v_c.headers, v_c.priority, v_c.max_attempts,
-            v_c.on_ambiguous, v_c.window_start, v_c.window_end, v_c.send_at, v_c.time_zone, v_c.status, v_c.stream;
+            v_c.on_ambiguous, v_c.window_start, v_c.time_zone, v_c.stream;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
   END;
 
   DROP TABLE pg_temp.mailroom_campaign_recipients;
 
   IF v_count > 0 AND v_c.status = 'done' THEN
     UPDATE mailroom.campaigns SET status = 'active', finished_at = NULL, updated_at = now() WHERE id = v_c.id;
+    v_c.status := 'active';
   END IF;
-  IF v_notify AND v_count > 0 AND v_c.status <> 'paused' THEN
-    PERFORM pg_notify('mailroom', v_c.sender);
+  -- The first chunk now, so the first mail can be claimed as soon as this
+  -- commits (it notifies waiting runners when some of it is due). A paused
+  -- campaign's first chunk is queued paused (as all of it was before); its
+  -- next chunks wait until it is resumed. A campaign that had mail not
+  -- queued yet already has its chunk in the queue: claims queue the next.
+  -- (A done campaign is here only when this run added nobody: the chunk
+  -- finds nothing and drops the new backlog row.)
+  IF v_new_backlog THEN
+    PERFORM mailroom._campaign_queue_chunk(v_c.id, mailroom._campaign_chunk_size(), now());
   END IF;
   RETURN v_count;
 END
@@ -401,7 +345,7 @@ ALTER FUNCTION mailroom._campaign_fill(bigint) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._campaign_fill(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom._campaign_fill(bigint) TO mailroom_app;
 COMMENT ON FUNCTION mailroom._campaign_fill(bigint) IS
-  'Internal step 3 of enqueue_campaign: check the staged rows and write them in one statement (contents, queue, and a cancelled ledger row for malformed or suppressed addresses; plain first, on a unique violation again with ON CONFLICT DO NOTHING). Returns how many were added.';
+  'Internal step 3 of enqueue_campaign: check the staged rows and write their contents rows in one statement (plain first, on a unique violation again with ON CONFLICT DO NOTHING), holding the campaign''s backlog row, then queue the first chunk (malformed or suppressed addresses are finished as cancelled chunk by chunk). Returns how many were added.';
 
 -- SECURITY INVOKER on purpose (see the top of this file): the recipients query
 -- runs as the caller. No SET search_path either, so the query resolves names

@@ -1,12 +1,17 @@
 -- Deploy mailroom:integrity_problems to pg
 -- requires: split_messages
+-- requires: table_campaign_backlog
 
 -- v0.4 dropped the ledger's foreign key (its check was 35-40 % of
 -- mark_outcomes) and never gave the queue one: contents, queue and the
 -- ledger are kept consistent by the functions that write them, in one
 -- transaction each. This check says whether they did. The invariants:
 --   every contents row has exactly one of a queue row (live) or a finishing
---   ledger row (finished): contents_without_state, finished_and_live;
+--   ledger row (finished), or is not queued yet in an open campaign (above
+--   its campaign_backlog cursor, deploy/campaign_chunks.sql):
+--   contents_without_state, finished_and_live;
+--   a backlog row belongs to an open (active or paused) campaign:
+--   backlog_of_closed_campaign;
 --   a queue row belongs to a contents row: queue_without_contents;
 --   ledger rows belong to a contents row: ledger_without_contents.
 -- (More than one finishing row per mail is impossible: attempts_finished_idx
@@ -32,6 +37,16 @@ AS $$
   FROM mailroom.contents c
   WHERE NOT EXISTS (SELECT FROM mailroom.queue q WHERE q.id = c.id)
     AND NOT EXISTS (SELECT FROM mailroom.attempts f WHERE f.message_id = c.id AND f.finished_as IS NOT NULL)
+    AND NOT EXISTS (SELECT FROM mailroom.campaign_backlog b JOIN mailroom.campaigns k ON k.id = b.campaign_id
+                    WHERE b.campaign_id = c.campaign_id AND c.id > b.queued_through
+                      AND k.status IN ('active', 'paused'))
+  UNION ALL
+  SELECT 'backlog_of_closed_campaign', NULL::bigint,
+         format('campaign %s is %s but has a backlog row (mail above id %s is neither queued nor finished)',
+                k.id, k.status, b.queued_through)
+  FROM mailroom.campaign_backlog b
+  JOIN mailroom.campaigns k ON k.id = b.campaign_id
+  WHERE k.status NOT IN ('active', 'paused')
   UNION ALL
   SELECT 'finished_and_live', q.id,
          format('queue status %s, but finished as %s (ledger row %s)', q.status, f.finished_as, f.id)
@@ -64,6 +79,6 @@ ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.integrity_problems() IS
-  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
 
 COMMIT;

@@ -100,11 +100,15 @@ COMMENT ON COLUMN mailroom.attempts.outcome IS
 
 DROP TABLE mailroom.messages;
 
--- The old shape as a read model: one row per mail, live or finished.
+-- The old shape as a read model: one row per mail, live or finished. A mail
+-- with neither a queue row nor a finishing row is campaign mail not queued
+-- yet (deploy/campaign_chunks.sql): status queued, reason not_yet_queued,
+-- no run_at (mailroom.integrity_problems() tells it from lost mail).
 CREATE VIEW mailroom.messages WITH (security_barrier) AS
 SELECT c.id, c.delivery_key,
-       coalesce(q.status, f.finished_as) AS status,
-       CASE WHEN q.id IS NOT NULL THEN q.status_reason ELSE f.status_reason END AS status_reason,
+       coalesce(q.status, f.finished_as, 'queued') AS status,
+       CASE WHEN q.id IS NOT NULL THEN q.status_reason
+            WHEN f.id IS NOT NULL THEN f.status_reason ELSE 'not_yet_queued' END AS status_reason,
        coalesce(q.priority, c.priority) AS priority,
        q.run_at, c.sender, c.to_address, c.to_domain, c.subject, c.body_text, c.body_html,
        c.template_key, c.template_vars, c.headers,
@@ -125,6 +129,6 @@ LEFT JOIN mailroom.attempts f ON f.message_id = c.id AND f.finished_as IS NOT NU
 ALTER VIEW mailroom.messages OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.messages FROM PUBLIC;
 COMMENT ON VIEW mailroom.messages IS
-  'Read model: every mail with its content (contents), its live state (queue) or how it finished (the finishing ledger row). Write through the mailroom functions.';
+  'Read model: every mail with its content (contents), its live state (queue) or how it finished (the finishing ledger row); campaign mail not queued yet shows as queued (status_reason not_yet_queued). Write through the mailroom functions.';
 
 COMMIT;

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from mailroom.render import message_id
@@ -167,21 +168,52 @@ def test_pause_waits_for_a_claim_in_progress(db_url, conn, users):
 def test_concurrent_runs_of_one_campaign_add_everybody_once(db_url, conn, users):
     """Two cron jobs firing at once (or a retry overlapping a slow run)."""
     enqueue_campaign(conn, "digest", "id <= 10", 0)  # the campaign exists already
+    failures = []
 
     def run():
-        with connect(db_url) as c:
-            enqueue_campaign(c, "digest", "true", 0)
+        try:
+            with connect(db_url) as c:
+                enqueue_campaign(c, "digest", "true", 0)
+        except psycopg.Error as e:  # a run that fails must fail the test, not only its thread
+            failures.append(e)
 
     threads = [threading.Thread(target=run) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
+    assert failures == []
     rows = conn.execute(
         "SELECT count(*) AS n, count(DISTINCT recipient_id) AS d FROM mailroom.messages m"
         " JOIN mailroom.campaigns c ON c.id = m.campaign_id WHERE c.name = 'digest'"
     ).fetchone()
     assert rows == {"n": 100, "d": 100}
+
+
+def test_two_claimers_queue_a_campaign_chunk_once_and_never_wait_for_each_other(db_url, conn, users):
+    """A campaign's next chunk is queued by the claim that finds the newest
+    one low (deploy/campaign_chunks.sql); a second claim meanwhile neither
+    waits for it (lock_timeout) nor queues the same chunk again."""
+    conn.execute("CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer LANGUAGE sql IMMUTABLE"
+                 " SECURITY DEFINER SET search_path = mailroom, pg_temp AS $$ SELECT 10 $$")
+    campaign = enqueue_campaign(conn, "digest", "true", 0)  # 100 recipients: the first chunk of 10 is queued
+    queued = ("SELECT count(*) AS n FROM mailroom.queue q JOIN mailroom.contents c USING (id)"
+              " WHERE c.campaign_id = %s")
+    assert conn.execute(queued, (campaign,)).fetchone()["n"] == 10
+    assert conn.execute("SELECT count(*) AS n FROM mailroom.claim_batch('c', 10)").fetchone()["n"] == 10
+    with connect(db_url) as a, connect(db_url) as b:
+        b.execute("SET lock_timeout = '2s'")
+        with a.transaction():
+            # a queues the second chunk (and holds its backlog row until commit)
+            assert a.execute("SELECT count(*) AS n FROM mailroom.claim_batch('a', 5)").fetchone()["n"] == 5
+            assert b.execute("SELECT count(*) AS n FROM mailroom.claim_batch('b', 50)").fetchone()["n"] == 0
+            assert b.execute(queued, (campaign,)).fetchone()["n"] == 10, "b queued nothing"
+        # committed: b takes the rest of the second chunk and queues the third
+        assert b.execute("SELECT count(*) AS n FROM mailroom.claim_batch('b', 50)").fetchone()["n"] == 15
+    rows = conn.execute("SELECT count(*) AS n, count(DISTINCT q.id) AS d FROM mailroom.queue q"
+                        " JOIN mailroom.contents c USING (id) WHERE c.campaign_id = %s", (campaign,)).fetchone()
+    assert rows == {"n": 30, "d": 30}
+    assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
 
 
 def test_concurrent_materialize_creates_each_occurrence_once(db_url, conn):

@@ -19,8 +19,8 @@ BEGIN
          AND NOT mailroom._address_ok('root@localhost'),
     '_address_ok is wrong';
   ASSERT (SELECT prosrc FROM pg_proc WHERE oid = 'mailroom._campaign_fill(bigint)'::regprocedure)
-           LIKE '%INSERT INTO mailroom.queue%',
-    '_campaign_fill does not write the queue';
+           LIKE '%INSERT INTO mailroom.campaign_backlog%_campaign_queue_chunk%',
+    '_campaign_fill does not hold the backlog row and queue the first chunk';
   ASSERT (SELECT prosrc FROM pg_proc WHERE oid =
     'mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text)'::regprocedure)
            LIKE '%OPERATOR(pg_catalog.=)%',

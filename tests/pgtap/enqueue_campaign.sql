@@ -63,13 +63,13 @@ SELECT is((SELECT count(*)::int FROM mailroom.messages WHERE campaign_id = (SELE
 -- send window in each recipient's zone (default zone for the others)
 SET ROLE mailroom_app;
 SELECT mailroom.enqueue_campaign('windowed', 'news', 'SELECT id AS recipient_id, email, tz AS time_zone FROM public.t_users WHERE id <= 3',
-  p_send_at => '2026-07-01 04:00Z', p_window_start => '08:00', p_window_end => '20:00', p_time_zone => 'Asia/Kolkata');
+  p_send_at => '2099-07-01 04:00Z', p_window_start => '08:00', p_window_end => '20:00', p_time_zone => 'Asia/Kolkata');
 RESET ROLE;
 SELECT results_eq($$SELECT recipient_id, run_at, recipient_zone FROM mailroom.messages m
                     JOIN mailroom.campaigns c ON c.id = m.campaign_id WHERE c.name = 'windowed' ORDER BY 1$$,
-  $$VALUES ('1', '2026-07-01 06:00Z'::timestamptz, 'Europe/Berlin'),
-           ('2', '2026-07-01 12:00Z'::timestamptz, 'America/New_York'),
-           ('3', '2026-07-01 04:00Z'::timestamptz, 'Asia/Kolkata')$$,
+  $$VALUES ('1', '2099-07-01 06:00Z'::timestamptz, 'Europe/Berlin'),
+           ('2', '2099-07-01 12:00Z'::timestamptz, 'America/New_York'),
+           ('3', '2099-07-01 04:00Z'::timestamptz, 'Asia/Kolkata')$$,
   'due 04:00 UTC: Berlin waits for 08:00 CEST, New York for 08:00 EDT, Kolkata (09:30) is open');
 
 -- enqueue into a paused campaign holds the new mail

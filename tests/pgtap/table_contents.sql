@@ -6,8 +6,8 @@ SELECT has_table('mailroom', 'contents', 'the content table exists');
 SELECT table_owner_is('mailroom', 'contents', 'mailroom_owner', 'owned by the owner role');
 SELECT has_sequence('mailroom', 'message_ids', 'message ids come from one sequence');
 SELECT has_index('mailroom', 'contents', 'contents_delivery_key_unique', ARRAY['delivery_key'], 'idempotency on the delivery key');
-SELECT has_index('mailroom', 'contents', 'contents_campaign_idx', ARRAY['campaign_id'],
-  'a campaign''s mail is found by campaign_id');
+SELECT has_index('mailroom', 'contents', 'contents_campaign_idx', ARRAY['campaign_id', 'id'],
+  'a campaign''s mail is found by campaign_id, in id order (its queue rows are made a chunk at a time)');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'mailroom.contents_campaign_idx'::regclass),
   ARRAY['deduplicate_items=off'], 'without deduplication: a campaign''s equal keys are appended, no page is deduplicated again and again');
 SELECT is((SELECT count(*)::int FROM pg_indexes WHERE schemaname = 'mailroom' AND tablename = 'contents'), 4,

@@ -1,0 +1,7 @@
+-- Verify mailroom:table_campaign_backlog on pg
+
+BEGIN;
+
+SELECT campaign_id, queued_through, chunk_first, chunk_middle, not_before, updated_at FROM mailroom.campaign_backlog WHERE false;
+
+ROLLBACK;

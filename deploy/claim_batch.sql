@@ -7,7 +7,8 @@
 
 -- v0.4: the one gate. claim_batch is the only place that decides whether a
 -- mail may leave now. Each due candidate is locked (FOR UPDATE SKIP LOCKED)
--- and, in the same statement, checked against what holds at this moment:
+-- and checked, in the statement that leases it, against what holds at this
+-- moment:
 --
 --   suppressed address            -> finished cancelled, reason suppressed
 --   campaign cancelled            -> finished cancelled, campaign_cancelled
@@ -17,7 +18,12 @@
 --   outside its send window       -> run_at moved to the window's next opening
 --   sender or domain budget spent -> not claimed (stays queued)
 --
--- What fails the gate is never returned. Checks made where mail is written
+-- What fails the gate is never returned; it is moved in the same
+-- transaction, while the claim still holds its row locked, by a second
+-- statement (_claim_refused) that claims whose mail all passes never run.
+-- Under send budgets only the picks meet the gate: a candidate a budget held
+-- back is neither leased nor moved (the claim that picks it gates it).
+-- Checks made where mail is written
 -- (enqueue's suppressed shortcut, pause_campaign, suppress) are shortcuts
 -- only: mail re-queued by a retry, reclaim, release or operator meets this
 -- gate again, so a suppression or pause decided while it was in flight
@@ -100,6 +106,79 @@ REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, ti
 COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
   'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window (with the window''s next opening) for a mail to p_to_address of that stream, campaign or schedule at p_now.';
 
+-- What the gate refused among a claim's picks, moved by the verdict it
+-- gives now: cancelled (finished, with a ledger row), paused, parked for a
+-- paused sender or re-timed to the window's next opening. The picks are
+-- still locked by the claim; those it leased (p_token) are left alone, and
+-- one whose verdict is claim by now (a suppression lifted since) stays
+-- queued for the next claim. Apart from the claim's own statement so that a
+-- claim whose mail all passes (nearly every one) sets up none of these moves.
+CREATE FUNCTION mailroom._claim_refused(p_picks bigint[], p_token uuid, p_paused_senders text[], p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+-- Key lookups only, as in _claim_batch.
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+  WITH gated AS (
+    SELECT q.id, t.campaign_id, q.sender,
+           CASE WHEN g.verdict IN ('claim', 'window') AND q.sender = ANY (p_paused_senders) THEN 'sender_paused'
+                ELSE g.verdict END AS verdict,
+           g.opens_at
+    FROM unnest(p_picks) AS c(id)
+    JOIN mailroom.queue q ON q.id = c.id
+    JOIN mailroom.contents t ON t.id = c.id
+    CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+    WHERE q.lease_token IS DISTINCT FROM p_token
+  ),
+  stopped AS (
+    DELETE FROM mailroom.queue q
+    USING gated g
+    WHERE q.id = g.id AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
+    RETURNING q.id, q.attempts, q.last_error, g.verdict
+  ),
+  stopped_ledger AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
+    SELECT s.id, s.attempts, p_now, 'cancelled', 'cancelled', s.verdict, s.last_error
+    FROM stopped s
+  ),
+  -- Held only if the campaign is still paused once its row is locked (FOR
+  -- SHARE re-reads the newest version): a resume committing meanwhile
+  -- cannot leave mail paused behind it.
+  held AS (
+    UPDATE mailroom.queue q
+    SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
+    FROM gated g
+    WHERE q.id = g.id AND g.verdict = 'paused'
+      AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
+  ),
+  -- Parked only if the sender is still paused once its row is locked: a
+  -- resume_sender committing meanwhile cannot leave mail parked behind it.
+  held_for_sender AS (
+    UPDATE mailroom.queue q
+    SET status = 'paused', status_reason = 'sender_paused', updated_at = greatest(p_now, q.updated_at)
+    FROM gated g
+    WHERE q.id = g.id AND g.verdict = 'sender_paused'
+      AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
+  )
+  UPDATE mailroom.queue q
+  SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
+  FROM gated g
+  WHERE q.id = g.id AND g.verdict = 'window';
+END
+$$;
+ALTER FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) IS
+  'Internal (claim_batch): moves the picks of a claim that the gate refuses now (cancelled with a ledger row, paused, parked for a paused sender, re-timed to the send window''s next opening); the ones leased under p_token are left alone.';
+
 CREATE FUNCTION mailroom._claim_batch(
   p_worker text,
   p_limit  integer     DEFAULT 100,
@@ -131,7 +210,10 @@ SET search_path = mailroom, pg_temp
 -- Every join is a key lookup for a few dozen candidates: nested loops over
 -- index scans, whatever a cached generic plan guesses for LIMIT $1 (10% of
 -- the table, which made v0.3 re-plan every call with force_custom_plan).
+-- No bitmap scans either: the gate's probe of a pick's suppressions (one or
+-- two rows) cost a bitmap's set-up on every pick.
 SET enable_seqscan = off
+SET enable_bitmapscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
 -- ... and never JIT-compiled: a disabled plan node costs 1e10, far above jit_above_cost.
@@ -174,9 +256,7 @@ DECLARE
   v_snd_row_m   tid[] := '{}';
   v_snd_blocked text[] := '{}';
   v_dom_blocked text[] := '{}';
-  -- Senders the circuit breaker paused (issue 16): read once per claim,
-  -- usually none, so the gate costs nothing per candidate for them.
-  v_paused_senders text[] := ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp);
+  v_paused_senders text[];               -- senders the circuit breaker paused (issue 16)
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
@@ -188,22 +268,34 @@ BEGIN
   IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
     PERFORM mailroom._check_range('limit', p_limit, 1, 10000);
   END IF;
-  PERFORM mailroom._check_lease(p_lease);
+  IF p_lease IS NULL OR p_lease <= interval '0' OR p_lease > interval '1 day' THEN
+    PERFORM mailroom._check_lease(p_lease);
+  END IF;
 
-  -- Which budgets can matter for this claim? Without any, the claim locks
-  -- nothing but its rows, and claims never wait for each other.
-  SELECT d.max_per_second, d.max_per_minute INTO v_def_second, v_def_minute
-  FROM mailroom.domain_limits d WHERE d.domain = '*';
-  v_dom_limited := v_def_second IS NOT NULL OR v_def_minute IS NOT NULL
-    OR EXISTS (SELECT FROM mailroom.domain_limits d
-               WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL));
-  -- A domain's own row, even one without limits (exempt from the default), wins over '*'.
-  v_dom_own := EXISTS (SELECT FROM mailroom.domain_limits d WHERE d.domain <> '*');
-  SELECT coalesce(array_agg(s.name ORDER BY s.name), '{}'), coalesce(array_agg(s.max_per_second ORDER BY s.name), '{}'),
-         coalesce(array_agg(s.max_per_minute ORDER BY s.name), '{}')
-    INTO v_snd_names, v_snd_lim_s, v_snd_lim_m
-  FROM mailroom.senders s
-  WHERE (p_sender IS NULL OR s.name = p_sender) AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL);
+  -- Which budgets can matter for this claim, and which senders are paused:
+  -- one look at the small settings tables (one statement, not one each).
+  -- Without any budget the claim locks nothing but its rows, and claims
+  -- never wait for each other; paused senders are usually none, so the gate
+  -- costs nothing per candidate for them.
+  SELECT dflt.max_per_second, dflt.max_per_minute,
+         dflt.max_per_second IS NOT NULL OR dflt.max_per_minute IS NOT NULL
+           OR EXISTS (SELECT FROM mailroom.domain_limits d
+                      WHERE d.domain <> '*' AND (d.max_per_second IS NOT NULL OR d.max_per_minute IS NOT NULL)),
+         -- A domain's own row, even one without limits (exempt from the default), wins over '*'.
+         EXISTS (SELECT FROM mailroom.domain_limits d WHERE d.domain <> '*'),
+         snd.names, snd.lim_s, snd.lim_m,
+         ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp)
+    INTO v_def_second, v_def_minute, v_dom_limited, v_dom_own, v_snd_names, v_snd_lim_s, v_snd_lim_m,
+         v_paused_senders
+  FROM (SELECT) AS one
+  LEFT JOIN mailroom.domain_limits dflt ON dflt.domain = '*'
+  CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(s.name ORDER BY s.name), '{}') AS names,
+           coalesce(array_agg(s.max_per_second ORDER BY s.name), '{}') AS lim_s,
+           coalesce(array_agg(s.max_per_minute ORDER BY s.name), '{}') AS lim_m
+    FROM mailroom.senders s
+    WHERE (p_sender IS NULL OR s.name = p_sender) AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL)
+  ) AS snd;
   v_limited := v_dom_limited OR cardinality(v_snd_names) > 0;
 
   -- Campaign mail is queued a chunk at a time (deploy/campaign_chunks.sql):
@@ -216,7 +308,34 @@ BEGIN
     v_round := v_round + 1;
     v_scan := v_want;
 
-    IF v_limited THEN
+    IF NOT v_limited THEN
+      -- 2. The candidates, locked: highest priority first (a loose index
+      --    scan over the claim index, so a large batch of high-priority mail
+      --    scheduled for later is not scanned on every claim), then oldest
+      --    due. All of them go to the gate.
+      SELECT coalesce(array_agg(due.id), '{}') INTO v_cid
+      FROM (
+        WITH RECURSIVE priorities AS (
+          (SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' ORDER BY q.priority DESC LIMIT 1)
+          UNION ALL
+          SELECT (SELECT q.priority FROM mailroom.queue q
+                  WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
+          FROM priorities p WHERE p.priority IS NOT NULL
+        )
+        SELECT due.id FROM priorities p
+        CROSS JOIN LATERAL (
+          SELECT q.id FROM mailroom.queue q
+          WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
+            AND (p_sender IS NULL OR q.sender = p_sender)
+          ORDER BY q.run_at, q.id
+          LIMIT v_scan
+          FOR UPDATE SKIP LOCKED
+        ) AS due
+        LIMIT v_scan
+      ) AS due;
+      EXIT WHEN cardinality(v_cid) = 0;
+      v_pick := v_cid;
+    ELSE
       -- 1. Senders: lock their budget rows (sender keys always before domain
       --    keys, each set in key order) and see what each allows now.
       IF cardinality(v_snd_names) > 0 THEN
@@ -314,47 +433,20 @@ BEGIN
       ) AS p;
     END IF;
 
-    -- 5. The gate and the claim, one statement. (The candidates are locked
-    --    by this transaction, so the statements that move them name no
-    --    status: a condition the planner could match to a partial index
-    --    might lead a cached plan to walk that index instead of looking up
-    --    each candidate by key.) Without limits the
-    --    candidates are scanned and locked here: highest priority first (a
-    --    loose index scan over the claim index, so a large batch of
-    --    high-priority mail scheduled for later is not scanned on every
-    --    claim), then oldest due. With limits they are the rows locked in 2,
-    --    and only the picked ones may be claimed.
+    -- 5. The gate and the claim, one statement, for the picks (all the
+    --    candidates when no budget is in play): each pick's verdict from its
+    --    content row; the ones the gate lets go are leased and returned with
+    --    their content. (The picks are locked by this transaction, so the
+    --    statement names no status: a condition the planner could match to a
+    --    partial index might lead a cached plan to walk that index instead
+    --    of looking up each pick by key.)
     RETURN QUERY
-    WITH RECURSIVE priorities AS (
-      (SELECT q.priority FROM mailroom.queue q WHERE NOT v_limited AND q.status = 'queued'
-       ORDER BY q.priority DESC LIMIT 1)
-      UNION ALL
-      SELECT (SELECT q.priority FROM mailroom.queue q
-              WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
-      FROM priorities p WHERE p.priority IS NOT NULL
-    ),
-    candidates AS (
-      (SELECT due.id FROM priorities p
-       CROSS JOIN LATERAL (
-         SELECT q.id FROM mailroom.queue q
-         WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
-           AND (p_sender IS NULL OR q.sender = p_sender)
-         ORDER BY q.run_at, q.id
-         LIMIT v_scan
-         FOR UPDATE SKIP LOCKED
-       ) AS due
-       LIMIT v_scan)
-      UNION ALL
-      SELECT u.id FROM unnest(v_cid) AS u(id) WHERE v_limited
-    ),
-    gated AS (
+    -- (MATERIALIZED: each verdict worked out once; folded into the UPDATE
+    -- the planner evaluated the gate's suppression probe twice per pick.)
+    WITH gated AS MATERIALIZED (
       SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
-             t.template_key, t.template_vars, t.campaign_id, t.stream, t.sender,
-             CASE WHEN g.verdict IN ('claim', 'window') AND cardinality(v_paused_senders) > 0
-                       AND t.sender = ANY (v_paused_senders) THEN 'sender_paused'
-                  ELSE g.verdict END AS verdict,
-             g.opens_at
-      FROM candidates c
+             t.template_key, t.template_vars, t.stream, g.verdict
+      FROM unnest(v_pick) AS c(id)
       JOIN mailroom.contents t ON t.id = c.id
       CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     ),
@@ -368,43 +460,11 @@ BEGIN
           claimed_at   = greatest(p_now, q.updated_at),
           updated_at   = greatest(p_now, q.updated_at)
       FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'claim' AND (NOT v_limited OR g.id = ANY (v_pick))
+      WHERE q.id = g.id AND g.verdict = 'claim'
+        AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
       RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
                 g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
                 q.on_ambiguous, q.priority, q.run_at, g.stream
-    ),
-    stopped AS (
-      DELETE FROM mailroom.queue q
-      USING gated g
-      WHERE q.id = g.id AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
-      RETURNING q.id, q.attempts, q.last_error, g.verdict
-    ),
-    stopped_ledger AS (
-      INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason, last_error)
-      SELECT s.id, s.attempts, p_now, 'cancelled', 'cancelled', s.verdict, s.last_error
-      FROM stopped s
-    ),
-    held AS (
-      UPDATE mailroom.queue q
-      SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
-      FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'paused'
-        AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
-    ),
-    -- Parked only if the sender is still paused once its row is locked: a
-    -- resume_sender committing meanwhile cannot leave mail parked behind it.
-    held_for_sender AS (
-      UPDATE mailroom.queue q
-      SET status = 'paused', status_reason = 'sender_paused', updated_at = greatest(p_now, q.updated_at)
-      FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'sender_paused'
-        AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
-    ),
-    retimed AS (
-      UPDATE mailroom.queue q
-      SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
-      FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'window'
     )
     SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
            c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
@@ -414,10 +474,15 @@ BEGIN
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_want := v_want - v_n;
 
+    -- 6. What the gate refused (rare): moved, by its verdict now.
+    IF v_n < cardinality(v_pick) THEN
+      PERFORM mailroom._claim_refused(v_pick, v_token, v_paused_senders, p_now);
+    END IF;
+
     IF v_limited THEN
-      -- 6. The gate may have refused a pick (rare): its domain's grant is
-      --    given back (the row is still locked by this claim), and only
-      --    what was claimed counts below.
+      -- 7. A pick the gate refused gives its domain's grant back (the
+      --    row is still locked by this claim), and only what was claimed
+      --    counts below.
       IF v_n < cardinality(v_pick) THEN
         SELECT coalesce(array_agg(q.id), '{}') INTO v_claimed
         FROM mailroom.queue q WHERE q.id = ANY (v_pick) AND q.lease_token = v_token;
@@ -432,7 +497,7 @@ BEGIN
         END IF;
         v_pick := v_claimed;
       END IF;
-      -- 7. Spend the senders' budgets on what was claimed, before the locks
+      -- 8. Spend the senders' budgets on what was claimed, before the locks
       --    go at commit: one update of the rows _send_budgets locked, found
       --    by the ctid it handed back (no key lookups).
       IF v_n > 0 AND cardinality(v_snd_names) > 0 THEN
@@ -461,9 +526,9 @@ BEGIN
       -- were claimed or moved by the gate) or the scan was cut short.
       EXIT WHEN cardinality(v_dom_blocked) = 0 AND cardinality(v_snd_blocked) = 0 AND cardinality(v_cid) < v_scan;
     ELSE
-      -- Everything scanned was claimed or moved by the gate: look again only
-      -- if this round came back short (the queue may be drained).
-      EXIT WHEN v_n = 0 AND v_round >= 2;
+      -- Everything scanned was claimed or moved by the gate: a scan that
+      -- came back short found all the due mail no other claim holds.
+      EXIT WHEN cardinality(v_cid) < v_scan;
     END IF;
   END LOOP;
 END

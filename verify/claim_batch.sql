@@ -14,6 +14,9 @@ BEGIN
   ASSERT (SELECT prosrc LIKE '%mailroom._claim_gate(%' FROM pg_proc
           WHERE oid = 'mailroom._claim_batch(text, integer, interval, text, timestamptz)'::regprocedure),
     'claim_batch does not apply the gate';
+  ASSERT (SELECT prosrc LIKE '%mailroom._claim_gate(%' FROM pg_proc
+          WHERE oid = 'mailroom._claim_refused(bigint[], uuid, text[], timestamptz)'::regprocedure),
+    'what the gate refuses is not moved by the gate''s verdict';
   ASSERT to_regprocedure('mailroom.claim_batch(text, integer, interval, text, timestamptz)') IS NULL,
     'the v0.3 claim_batch with p_now is still executable';
 END

@@ -44,6 +44,7 @@ DECLARE
   v_last    bigint;
   v_middle  bigint;
   v_queued  integer;
+  v_settled integer;
   v_due     boolean;
   v_first   timestamptz;
 BEGIN
@@ -93,8 +94,9 @@ BEGIN
   SELECT (SELECT count(*) FROM next), (SELECT min(k.id) FROM next k), (SELECT max(k.id) FROM next k),
          (SELECT k.id FROM next k WHERE k.n = (p_size + 1) / 2),
          (SELECT count(*) FROM live), (SELECT bool_or(l.run_at <= p_now) FROM live l),
-         (SELECT min(l.run_at) FROM live l)
-    INTO v_taken, v_first_id, v_last, v_middle, v_queued, v_due, v_first;
+         (SELECT min(l.run_at) FROM live l),
+         (SELECT count(*) FROM next k WHERE NOT k.finished)
+    INTO v_taken, v_first_id, v_last, v_middle, v_queued, v_due, v_first, v_settled;
 
   IF v_taken < p_size THEN
     -- Nothing above: the whole campaign is queued (a re-run of
@@ -105,6 +107,9 @@ BEGIN
     SET queued_through = v_last,
         chunk_first = v_first_id,
         chunk_middle = v_middle,
+        -- queued now or finished for its address; mail an operator cancelled
+        -- before its chunk was taken off the count by mailroom.cancel
+        unqueued = greatest(unqueued - v_settled, 0),
         -- nothing of this chunk is due (send windows, send_at): no next chunk
         -- before its first mail is, or every claim would queue more waiting mail
         not_before = CASE WHEN v_queued > 0 AND NOT v_due THEN v_first ELSE '-infinity' END,

@@ -83,6 +83,15 @@ BEGIN
       AND NOT EXISTS (SELECT FROM mailroom.queue q WHERE q.id = c.id)
       AND NOT EXISTS (SELECT FROM mailroom.attempts f WHERE f.message_id = c.id AND f.finished_as IS NOT NULL)
     RETURNING message_id
+  ),
+  -- ... and off its campaign's count of mail not queued yet (the backlog
+  -- rows are held above), which queue_stats and campaign_summaries read.
+  counted AS (
+    UPDATE mailroom.campaign_backlog b SET unqueued = greatest(b.unqueued - n.cancelled, 0), updated_at = now()
+    FROM (SELECT c.campaign_id, count(*) AS cancelled
+          FROM finished f JOIN mailroom.contents c ON c.id = f.message_id
+          GROUP BY c.campaign_id) n
+    WHERE b.campaign_id = n.campaign_id
   )
   SELECT coalesce(v_done, '{}') || coalesce(array_agg(message_id), '{}') INTO v_done FROM finished;
 

@@ -133,21 +133,30 @@ BEGIN
     RAISE EXCEPTION 'mailroom: after: must be between 0 and 30 days, got %', coalesce(p_after::text, 'NULL')
       USING ERRCODE = '22023';
   END IF;
-  -- The hot queue alone (the overdue view also reads each mail's contents
-  -- row, which costs a probe per due mail for a count that needs none).
+  -- The hot queue (the overdue view also reads each mail's contents row,
+  -- which costs a probe per due mail for a count that needs none), plus
+  -- campaign mail not queued yet (deploy/campaign_chunks.sql) whose
+  -- campaign's send_at is that long past, counted by its backlog row.
   RETURN QUERY
-  SELECT q.sender, count(*), now() - min(q.run_at)
-  FROM mailroom.queue q
-  WHERE q.status = 'queued' AND q.run_at <= now() - p_after
-  GROUP BY q.sender
-  ORDER BY q.sender;
+  SELECT o.sender, sum(o.overdue)::bigint, now() - min(o.since)
+  FROM (SELECT q.sender, count(*) AS overdue, min(q.run_at) AS since
+        FROM mailroom.queue q
+        WHERE q.status = 'queued' AND q.run_at <= now() - p_after
+        GROUP BY q.sender
+        UNION ALL
+        SELECT k.sender, b.unqueued, k.send_at
+        FROM mailroom.campaign_backlog b
+        JOIN mailroom.campaigns k ON k.id = b.campaign_id
+        WHERE b.unqueued > 0 AND k.status = 'active' AND k.send_at <= now() - p_after) o
+  GROUP BY o.sender
+  ORDER BY o.sender;
 END
 $$;
 ALTER FUNCTION mailroom.overdue_counts(interval) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.overdue_counts(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.overdue_counts(interval) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.overdue_counts(interval) IS
-  'Operators: per sender, queued mail due for longer than p_after (default a minute: runners should have taken it by then) and how long the oldest has waited; from the hot queue only.';
+  'Operators: per sender, queued mail due for longer than p_after (default a minute: runners should have taken it by then) and how long the oldest has waited; from the hot queue, plus campaign mail not queued yet whose campaign''s send_at is that long past (from the backlog rows'' counts).';
 
 CREATE FUNCTION mailroom.send_rate_usage()
 RETURNS TABLE (kind text, name text, max_per_second integer, max_per_minute integer,
@@ -403,12 +412,11 @@ BEGIN
     -- keeps the visibility map (contents rows are written once).
     CROSS JOIN LATERAL (SELECT count(*) AS total FROM mailroom.contents c WHERE c.campaign_id = k.id) t
     -- Mail not queued yet (deploy/campaign_chunks.sql) counts as queued (as
-    -- paused while the campaign is): the same index above the cursor. One
-    -- an operator cancelled before its chunk is counted here until then.
-    CROSS JOIN LATERAL (SELECT count(*) AS unqueued
-                        FROM mailroom.campaign_backlog b
-                        JOIN mailroom.contents c ON c.campaign_id = b.campaign_id AND c.id > b.queued_through
-                        WHERE b.campaign_id = k.id) u
+    -- paused while the campaign is): the backlog row keeps how many, mail an
+    -- operator cancelled before its chunk already taken off (that one is
+    -- finished, as campaign_progress says), so no count above the cursor.
+    CROSS JOIN LATERAL (SELECT coalesce((SELECT b.unqueued FROM mailroom.campaign_backlog b
+                                         WHERE b.campaign_id = k.id), 0) AS unqueued) u
     LEFT JOIN live l ON l.campaign_id = k.id
     LEFT JOIN recent r ON r.campaign_id = k.id
   )

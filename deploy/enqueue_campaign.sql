@@ -324,6 +324,11 @@ BEGIN
 
   DROP TABLE pg_temp.mailroom_campaign_recipients;
 
+  -- Every mail just written is above the cursor (this transaction holds the
+  -- backlog row, so no chunk moved it): the count operators read grows by
+  -- all of them, and each chunk lowers it by what it takes.
+  UPDATE mailroom.campaign_backlog SET unqueued = unqueued + v_count WHERE campaign_id = v_c.id;
+
   IF v_count > 0 AND v_c.status = 'done' THEN
     UPDATE mailroom.campaigns SET status = 'active', finished_at = NULL, updated_at = now() WHERE id = v_c.id;
     v_c.status := 'active';

@@ -1,12 +1,16 @@
 -- Deploy mailroom:view_queue_stats to pg
 -- requires: view_queue_stats@v0.3.0
 -- requires: split_messages
+-- requires: table_campaign_backlog
 
--- v0.4: queue depth and age come from the hot queue alone, so the view
--- costs O(live mail) however long the history: one pass over mailroom.queue
+-- v0.4: queue depth and age come from the hot queue, so the view costs
+-- O(live mail) however long the history: one pass over mailroom.queue
 -- grouped by sender and status, and per group one primary-key probe of
 -- contents for the age of its oldest mail (the lowest id: ids are handed out
--- in enqueue order). Finished mail is no longer counted here: v0.3 listed
+-- in enqueue order). Campaign mail not queued yet (a chunk at a time,
+-- deploy/campaign_chunks.sql) is added from each campaign's backlog row,
+-- which keeps its count: a read costs a row per campaign, not a count of
+-- a million index entries. Finished mail is no longer counted here: v0.3 listed
 -- sent, failed and cancelled rows per sender, which meant reading the whole
 -- history on every `mailroom status`; delivery_metrics (a window of the
 -- ledger) and campaign_progress count finished mail instead.
@@ -97,18 +101,51 @@ holders AS (
   FROM pg_catalog.pg_replication_slots s
   WHERE s.xmin IS NOT NULL AND NOT s.active
 ),
-stats AS (
-  SELECT 'queue'::text AS kind,
-         q.sender,
-         q.status,
-         count(*) AS messages,
+-- The hot queue per sender and status; each group's oldest mail is its
+-- lowest id (ids are handed out in enqueue order), looked up below.
+live AS (
+  SELECT q.sender, q.status, count(*) AS messages,
          count(*) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS due,
-         now() - (SELECT c.created_at FROM mailroom.contents c WHERE c.id = min(q.id)) AS oldest_age,
-         now() - min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due_age,
-         NULL::text AS warning,
-         NULL::text AS detail
+         min(q.id) AS oldest_id,
+         min(q.run_at) FILTER (WHERE q.status = 'queued' AND q.run_at <= now()) AS oldest_due_at
   FROM mailroom.queue q
   GROUP BY q.sender, q.status
+),
+-- Campaign mail not queued yet (deploy/campaign_chunks.sql): a million-mail
+-- campaign has one chunk in the hot queue and the rest here, counted by its
+-- backlog row (one row per campaign, no count of its index). It is queued
+-- (paused while the campaign is), due once the campaign's send_at has
+-- passed; its oldest is the first mail above the cursor (one index probe).
+unqueued AS (
+  SELECT k.sender, CASE WHEN k.status = 'paused' THEN 'paused' ELSE 'queued' END AS status,
+         b.unqueued AS messages,
+         CASE WHEN k.status = 'active' AND k.send_at <= now() THEN b.unqueued ELSE 0 END AS due,
+         (SELECT c.created_at FROM mailroom.contents c
+          WHERE c.campaign_id = b.campaign_id AND c.id > b.queued_through
+          ORDER BY c.id LIMIT 1) AS oldest_created,
+         CASE WHEN k.status = 'active' AND k.send_at <= now() THEN k.send_at END AS oldest_due_at
+  FROM mailroom.campaign_backlog b
+  JOIN mailroom.campaigns k ON k.id = b.campaign_id
+  WHERE b.unqueued > 0 AND k.status IN ('active', 'paused')
+),
+stats AS (
+  SELECT 'queue'::text AS kind,
+         g.sender,
+         g.status,
+         sum(g.messages)::bigint AS messages,
+         sum(g.due)::bigint AS due,
+         now() - min(g.oldest_created) AS oldest_age,
+         now() - min(g.oldest_due_at) AS oldest_due_age,
+         NULL::text AS warning,
+         NULL::text AS detail
+  FROM (SELECT l.sender, l.status, l.messages, l.due,
+               (SELECT c.created_at FROM mailroom.contents c WHERE c.id = l.oldest_id) AS oldest_created,
+               l.oldest_due_at
+        FROM live l
+        UNION ALL
+        SELECT u.sender, u.status, u.messages, u.due, u.oldest_created, u.oldest_due_at
+        FROM unqueued u) g
+  GROUP BY g.sender, g.status
 ),
 warnings AS (
   SELECT 'warning'::text, NULL::text, NULL::text, count(*), NULL::bigint, max(h.age), NULL::interval,
@@ -160,7 +197,7 @@ ALTER VIEW mailroom.queue_stats OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.queue_stats FROM PUBLIC;
 GRANT SELECT ON mailroom.queue_stats TO mailroom_operator;
 COMMENT ON VIEW mailroom.queue_stats IS
-  'Live mail (the hot queue: queued, sending, paused, review) per sender and status with depth and age (kind = queue), then warnings (kind = warning): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
+  'Live mail (the hot queue: queued, sending, paused, review, plus campaign mail not queued yet as queued, or paused while its campaign is, due once the campaign''s send_at has passed) per sender and status with depth and age (kind = queue), then warnings (kind = warning): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_age IS
   'Queue rows: age of the group''s oldest mail (now() - created_at of its lowest id). Warning rows: age of the oldest offending item (xmin_horizon: of the oldest transaction among the holders; NULL when only replication slots hold it).';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_due_age IS

@@ -2,6 +2,6 @@
 
 BEGIN;
 
-SELECT campaign_id, queued_through, chunk_first, chunk_middle, not_before, updated_at FROM mailroom.campaign_backlog WHERE false;
+SELECT campaign_id, queued_through, chunk_first, chunk_middle, unqueued, not_before, updated_at FROM mailroom.campaign_backlog WHERE false;
 
 ROLLBACK;

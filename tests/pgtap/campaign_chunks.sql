@@ -2,7 +2,7 @@
 -- (deploy/campaign_chunks.sql), and every campaign behaviour holds for the
 -- mail that is not queued yet. Chunks of 4 here (the real size is 5,000).
 BEGIN;
-SELECT plan(45);
+SELECT plan(56);
 SET LOCAL timezone = 'UTC';
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer
@@ -159,6 +159,48 @@ SELECT is((SELECT (s.queued, s.finished, s.unqueued)::text FROM pg_temp.states((
 SELECT is(mailroom._campaign_queue_all((SELECT id FROM k4), now()), 2::bigint, 'its chunk passes over it ...');
 SELECT is((SELECT (s.queued, s.finished, s.unqueued)::text FROM pg_temp.states((SELECT id FROM k4)) s), '(9,1,0)',
   '... without a queue row for it');
+
+-- what operators read for "how much is queued" counts the mail not queued
+-- yet, from the backlog row's count (no count of the index above the cursor)
+DELETE FROM public.t_people;
+INSERT INTO public.t_people SELECT g, 's' || g || '@example.org' FROM generate_series(1, 10) g;
+SET ROLE mailroom_app;
+CREATE TEMP TABLE k6 AS
+SELECT mailroom.enqueue_campaign('counted', 'news', 'SELECT id AS recipient_id, email FROM public.t_people',
+  p_sender => 'bulk6', p_send_at => now() - interval '10 minutes') AS id;
+RESET ROLE;
+SELECT is((SELECT unqueued FROM mailroom.campaign_backlog WHERE campaign_id = (SELECT id FROM k6)), 6::bigint,
+  'the backlog row counts the 6 mails not queued yet');
+SELECT results_eq($$SELECT status, messages, due, oldest_due_age FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'$$,
+  $$VALUES ('queued'::text, 10::bigint, 10::bigint, interval '10 minutes')$$,
+  'queue_stats: a campaign of 10 with a chunk of 4 queued shows 10 queued and due (not 4), due since its send_at');
+SELECT results_eq($$SELECT overdue FROM mailroom.overdue_counts() WHERE sender = 'bulk6'$$, $$VALUES (10::bigint)$$,
+  'overdue_counts (the console) counts them too');
+SELECT results_eq($$SELECT cancelled.status FROM mailroom.cancel(ARRAY[
+                      (SELECT max(id) FROM mailroom.contents WHERE campaign_id = (SELECT id FROM k6))], 'operator') cancelled$$,
+  $$VALUES ('cancelled'::text)$$, 'an operator cancels one mail not queued yet ...');
+SELECT is((SELECT messages FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'), 9::bigint,
+  '... queue_stats counts 9');
+SELECT results_eq($$SELECT total, finished, queued, due FROM mailroom.campaign_summaries() WHERE campaign_id = (SELECT id FROM k6)$$,
+  $$SELECT total, cancelled, queued, due FROM mailroom.campaign_progress WHERE campaign_id = (SELECT id FROM k6)$$,
+  'campaign_summaries counts it as finished at once, as campaign_progress does');
+SELECT is((SELECT (total, finished, queued)::text FROM mailroom.campaign_summaries() WHERE campaign_id = (SELECT id FROM k6)),
+  '(10,1,9)', '(10 in all, 1 finished, 9 queued)');
+SELECT mailroom.pause_campaign((SELECT id FROM k6));
+SELECT results_eq($$SELECT status, messages, due FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'$$,
+  $$VALUES ('paused'::text, 9::bigint, 0::bigint)$$, 'a paused campaign''s mail, queued or not, counts as paused');
+SELECT mailroom.resume_campaign((SELECT id FROM k6));
+UPDATE mailroom.campaigns SET send_at = now() + interval '1 hour' WHERE id = (SELECT id FROM k6);
+UPDATE mailroom.queue q SET run_at = now() + interval '1 hour' FROM mailroom.contents c
+WHERE c.id = q.id AND c.campaign_id = (SELECT id FROM k6);
+SELECT results_eq($$SELECT status, messages, due FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'$$,
+  $$VALUES ('queued'::text, 9::bigint, 0::bigint)$$, 'mail not queued yet of a campaign that starts later is not due');
+UPDATE mailroom.campaigns SET send_at = now() - interval '1 second' WHERE id = (SELECT id FROM k6);
+UPDATE mailroom.queue q SET run_at = now() - interval '1 second' FROM mailroom.contents c
+WHERE c.id = q.id AND c.campaign_id = (SELECT id FROM k6);
+SELECT is(mailroom._campaign_queue_all((SELECT id FROM k6), now()), 6::bigint, 'the rest queued (one of it finished) ...');
+SELECT results_eq($$SELECT status, messages, due FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'$$,
+  $$VALUES ('queued'::text, 9::bigint, 9::bigint)$$, '... the counts stay right once the chunks have passed');
 
 -- cancel_campaign finishes the mail not queued yet too
 DELETE FROM public.t_people WHERE id > 9;

@@ -138,6 +138,15 @@ SELECT pg_temp.t_end(pg_temp.cs_key('cs-going', 5), 'expired', now() - interval 
 UPDATE mailroom.queue SET run_at = now() + interval '2 hours' WHERE id = pg_temp.t_id(pg_temp.cs_key('cs-going', 6));
 SELECT mailroom.pause_campaign((SELECT id FROM cs WHERE name = 'cs-paused'));
 SELECT mailroom.cancel_campaign((SELECT id FROM cs WHERE name = 'cs-cancelled'));
+-- cs-cut: queued a chunk at a time (chunks of 2 here, deploy/campaign_chunks.sql),
+-- and an operator cancels one of its mails before its chunk is queued.
+CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer
+LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path = mailroom, pg_temp AS $$ SELECT 2 $$;
+INSERT INTO cs
+SELECT 'cs-cut', mailroom.enqueue_campaign('cs-cut', 'cs-news',
+         'SELECT g AS recipient_id, ''cs-cut'' || g || ''@example.org'' AS email FROM generate_series(1, 5) g',
+         p_send_at => now() - interval '1 minute');
+SELECT mailroom.cancel(ARRAY[pg_temp.t_id(pg_temp.cs_key('cs-cut', 5))], 'operator');
 SELECT pg_temp.t_claim(pg_temp.cs_key('cs-done', g), 'w', now() - interval '6 minutes') FROM generate_series(1, 2) g;
 SELECT pg_temp.t_end(pg_temp.cs_key('cs-done', g), 'sent', now() - interval '5 minutes', 'sent') FROM generate_series(1, 2) g;
 SELECT results_eq(
@@ -149,7 +158,7 @@ SELECT results_eq(
            sent_last_minute, send_rate_per_second, oldest_queued_age, eta, created_at, finished_at, due, waiting,
            next_due_at, eta_note
     FROM mailroom.campaign_progress WHERE campaign_id IN (SELECT id FROM cs) ORDER BY campaign_id$$,
-  'campaign_summaries agrees with campaign_progress: going, paused, cancelled, done, not yet due');
+  'campaign_summaries agrees with campaign_progress: going, paused, cancelled, done, not yet due, mail not queued yet cancelled by an operator');
 SELECT results_eq(
   $$SELECT name, status, total, finished, queued, sending, review, sent_last_minute, due, waiting, eta
     FROM mailroom.campaign_summaries() s JOIN cs USING (name) ORDER BY s.campaign_id$$,
@@ -158,9 +167,10 @@ SELECT results_eq(
            ('cs-paused', 'paused', 3, 0, 0, 0, 0, 0, 0, 0, NULL),
            ('cs-cancelled', 'cancelled', 2, 2, 0, 0, 0, 0, 0, 0, NULL),
            ('cs-done', 'done', 2, 2, 0, 0, 0, 0, 0, 0, NULL),
-           ('cs-later', 'active', 2, 0, 2, 0, 0, 0, 0, 2, NULL)$$,
+           ('cs-later', 'active', 2, 0, 2, 0, 0, 0, 0, 2, NULL),
+           ('cs-cut', 'active', 5, 1, 4, 0, 0, 0, 4, 0, NULL)$$,
   'the fixture is what it says (so the agreement above is not of two empty sets): the ETA waits for the retry in backoff');
-SELECT results_eq($$SELECT name FROM mailroom.campaign_summaries(1)$$, $$VALUES ('cs-later'::text)$$,
+SELECT results_eq($$SELECT name FROM mailroom.campaign_summaries(1)$$, $$VALUES ('cs-cut'::text)$$,
   'the newest p_limit campaigns');
 SELECT throws_ok($$SELECT * FROM mailroom.campaign_summaries(0)$$, '22023',
   'mailroom: limit: must be between 1 and 1000, got 0', 'a bad limit is refused');

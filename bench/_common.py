@@ -87,6 +87,25 @@ def scratch_database(name: str, synchronous_commit: str | None = None):
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+PGBENCH_CLIENTS, PGBENCH_BATCH = 4, 50
+
+
+def pgbench_rate(url: str, script: str, n: int) -> float:
+    """4 pgbench clients running bench/<script> (each run handles
+    PGBENCH_BATCH rows) until n rows are done; returns rows per second."""
+    import re
+
+    per_client = n // PGBENCH_BATCH // PGBENCH_CLIENTS
+    out = subprocess.run([PGBENCH, "-n", "-f", str(ROOT / "bench" / script), "-c", str(PGBENCH_CLIENTS),
+                          "-j", str(PGBENCH_CLIENTS), "-t", str(per_client), url],
+                         capture_output=True, text=True)
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
+    return float(m.group(1)) * PGBENCH_BATCH
+
+
 def per_op_us(fn, n: int, rounds: int = 3) -> float:
     """Best of `rounds` runs of n calls of fn(i): microseconds per call."""
     best = float("inf")

@@ -71,11 +71,11 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, cpu_seconds, live_count, load_queued, mailroom_runners,  # noqa: E402
-                     scratch_database, sent_stats, sink_process, target, wal_mark, wal_since)
+from _common import (PGBENCH_BATCH, PGBENCH_CLIENTS, ROOT, cpu_seconds, live_count, load_queued,  # noqa: E402
+                     mailroom_runners, pgbench_rate as _pgbench, scratch_database, sent_stats, sink_process,
+                     target, wal_mark, wal_since)
 
-PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
-WORKERS, SEED_BATCH = 4, 50
+WORKERS, SEED_BATCH = PGBENCH_CLIENTS, PGBENCH_BATCH
 # Runners wake on NOTIFY only: an idle runner then makes no database call at
 # all, so none can be frozen (SIGSTOP) holding a lock the next load needs.
 IDLE = ("--poll-interval", "3600")
@@ -153,19 +153,6 @@ def run_baseline(url: str, conn, n: int) -> tuple[float, tuple]:
                               " WHERE status = 'sent'").fetchone()
     assert sent == n, f"baseline sent {sent} of {n}"
     return n / (float(last) - t0), wal
-
-
-def _pgbench(url: str, script: str, n: int) -> float:
-    """4 pgbench clients running bench/<script> (each run handles SEED_BATCH
-    rows) until n rows are done; returns rows per second."""
-    per_client = n // SEED_BATCH // WORKERS
-    out = subprocess.run([PGBENCH, "-n", "-f", str(ROOT / "bench" / script), "-c", str(WORKERS),
-                          "-j", str(WORKERS), "-t", str(per_client), url],
-                         capture_output=True, text=True)
-    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
-    if out.returncode != 0 or not m:
-        raise RuntimeError(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
-    return float(m.group(1)) * SEED_BATCH
 
 
 def run_limit(url: str, conn, n: int) -> tuple[float, tuple]:

@@ -2,7 +2,7 @@
 -- (deploy/campaign_chunks.sql), and every campaign behaviour holds for the
 -- mail that is not queued yet. Chunks of 4 here (the real size is 5,000).
 BEGIN;
-SELECT plan(56);
+SELECT plan(58);
 SET LOCAL timezone = 'UTC';
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_chunk_size() RETURNS integer
@@ -198,6 +198,10 @@ SELECT results_eq($$SELECT status, messages, due FROM mailroom.queue_stats WHERE
 UPDATE mailroom.campaigns SET send_at = now() - interval '1 second' WHERE id = (SELECT id FROM k6);
 UPDATE mailroom.queue q SET run_at = now() - interval '1 second' FROM mailroom.contents c
 WHERE c.id = q.id AND c.campaign_id = (SELECT id FROM k6);
+SELECT is_empty($$SELECT * FROM mailroom.integrity_problems()$$, 'the count is what the campaign has (integrity_problems checks it)');
+UPDATE mailroom.campaign_backlog SET unqueued = unqueued + 1 WHERE campaign_id = (SELECT id FROM k6);
+SELECT is((SELECT problem FROM mailroom.integrity_problems()), 'backlog_count_off', 'a count gone wrong is reported');
+UPDATE mailroom.campaign_backlog SET unqueued = unqueued - 1 WHERE campaign_id = (SELECT id FROM k6);
 SELECT is(mailroom._campaign_queue_all((SELECT id FROM k6), now()), 6::bigint, 'the rest queued (one of it finished) ...');
 SELECT results_eq($$SELECT status, messages, due FROM mailroom.queue_stats WHERE kind = 'queue' AND sender = 'bulk6'$$,
   $$VALUES ('queued'::text, 9::bigint, 9::bigint)$$, '... the counts stay right once the chunks have passed');

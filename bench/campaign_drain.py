@@ -13,12 +13,20 @@ sides alternating round by round (2 rounds; the best of each side):
                  rows, bench/_common.load_queued)
   campaign       enqueue_campaign of N recipients (contents rows and the
                  first chunk; the claims queue the rest a chunk at a time)
+  campaign queued  the same campaign with every chunk queued before the
+                 drain (_campaign_queue_all, as eagerly as v0.3; vacuumed like
+                 the transactional side): what is left of the gap without
+                 the claims' chunk work
   campaign/<size>  the same with chunks of <size> mails (--chunk-sizes): an
                  A/B of _campaign_chunk_size in the same run
 
 mails/s = mails sent / (time of the last finishing row - start of pgbench).
 Figure: campaign drain / transactional drain (no bound: the issue asks to see
-it; camp5 measured 0.79-0.92 x by hand).
+it; camp5 measured 0.79-0.92 x by hand). Each round also prints the WAL a
+mail cost and where the database time went (pg_stat_user_functions, the
+database's track_functions = pl): the claim (_claim_batch, which includes
+_campaign_top_up, which includes _campaign_queue_chunk) and the report
+(mark_outcomes), in ms per 1,000 mails.
 Usage: .venv/bin/python bench/campaign_drain.py [--quick] [--mails N] [--rounds R] [--chunk-sizes 2000,20000]
 """
 
@@ -32,7 +40,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (BENCH_TEMPLATE, EMPTY_QUEUE, bench_parser, load_queued, pgbench_rate,  # noqa: E402
-                     scratch_database, sent_stats, vacuum_analyze)
+                     scratch_database, sent_stats, vacuum_analyze, wal_mark, wal_since)
 
 SCRIPT = "mailroom_sql.pgbench"
 
@@ -62,11 +70,13 @@ def drain(url: str, conn, n: int) -> tuple[float, int, dict[str, float]]:
     is being queued by another client: whatever is left after the fixed
     number of pgbench transactions is drained afterwards, untimed, and counted."""
     conn.execute("SELECT pg_stat_reset()")
+    mark = wal_mark(conn)
     t0 = time.time()
     pgbench_rate(url, SCRIPT, n)
     sent, last = sent_stats(conn)
     rate = sent / (float(last) - t0)
     spent = function_ms(conn, n)
+    spent["WAL B/mail"] = wal_since(conn, mark, n)[0]
     short = n - sent
     while sent < n:
         pgbench_rate(url, SCRIPT, 200 * 4)
@@ -81,7 +91,7 @@ def transactional(url: str, conn, n: int) -> tuple[float, int, dict[str, float],
     return (*drain(url, conn, n), 0.0)
 
 
-def campaign(size: int | None):
+def campaign(size: int | None, up_front: bool = False):
     def run(url: str, conn, n: int) -> tuple[float, int, dict[str, float], float]:
         conn.execute("CHECKPOINT")
         conn.execute(EMPTY_QUEUE)
@@ -94,6 +104,8 @@ def campaign(size: int | None):
                      " 'SELECT id AS recipient_id, email, vars FROM public.users')")
         enqueue = time.perf_counter() - t0
         conn.execute("RESET ROLE")
+        if up_front:
+            conn.execute("SELECT mailroom._campaign_queue_all(id, now()) FROM mailroom.campaigns")
         vacuum_analyze(conn)
         conn.execute("CHECKPOINT")
         try:
@@ -133,7 +145,8 @@ def main() -> int:
         conn.execute("GRANT SELECT ON public.users TO mailroom_app")
         conn.execute("VACUUM ANALYZE public.users")
 
-        sides = {"transactional": transactional, "campaign": campaign(None)}
+        sides = {"transactional": transactional, "campaign": campaign(None),
+                 "campaign queued": campaign(None, up_front=True)}
         sides.update({f"campaign/{s}": campaign(s) for s in sizes})
         results: dict[str, list[tuple[float, int, dict[str, float], float]]] = {k: [] for k in sides}
         for r in range(args.rounds):
@@ -144,7 +157,8 @@ def main() -> int:
                 print(f"  round {r + 1} {label:16} {rate:9,.0f} mails/s"
                       + (f"  (enqueue_campaign {enq:.2f} s)" if enq else "")
                       + (f"  ({short} left to short claims)" if short else "")
-                      + "; ms per 1,000 mails: " + ", ".join(f"{f} {spent[f]:.0f}" for f in TRACKED if f in spent),
+                      + f"; WAL {spent['WAL B/mail']:,.0f} B a mail; ms per 1,000 mails: "
+                      + ", ".join(f"{f} {spent[f]:.0f}" for f in TRACKED if f in spent),
                       flush=True)
 
         best = {k: max(v, key=lambda x: x[0]) for k, v in results.items()}

@@ -36,6 +36,16 @@
 -- locked (FOR SHARE re-reads the newest version), so a resume committing
 -- meanwhile cannot leave mail paused behind it.
 --
+-- Plans are generic (made once per session, see the SET clauses), so a
+-- statement must not depend on the tables' size when its session first ran
+-- it: a join written q.id = g.id, planned while the queue was nearly empty,
+-- drives from a whole-index scan of the queue and keeps doing so as the
+-- queue grows (7 s a claim at 300,000 queued, in a runner started on an
+-- empty queue). A queue or contents row is therefore always matched to the
+-- claim's own ids as id = ANY (ARRAY[g.id]): that form cannot drive an
+-- ordered scan of the big table, so the claim's few rows drive and each is
+-- one index lookup (mark_outcomes and reclaim do the same).
+--
 -- Send rates: only the budgets of the senders and domains among the
 -- candidates are looked up and locked, in key order, until commit (issue
 -- 13, hole 6: v0.3 read every domain mailed in the last minute under one
@@ -133,15 +143,15 @@ BEGIN
                 ELSE g.verdict END AS verdict,
            g.opens_at
     FROM unnest(p_picks) AS c(id)
-    JOIN mailroom.queue q ON q.id = c.id
-    JOIN mailroom.contents t ON t.id = c.id
+    JOIN mailroom.queue q ON q.id = ANY (ARRAY[c.id])
+    JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
     CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     WHERE q.lease_token IS DISTINCT FROM p_token
   ),
   stopped AS (
     DELETE FROM mailroom.queue q
     USING gated g
-    WHERE q.id = g.id AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
+    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict IN ('suppressed', 'campaign_cancelled', 'schedule_inactive')
     RETURNING q.id, q.attempts, q.last_error, g.verdict
   ),
   stopped_ledger AS (
@@ -156,7 +166,7 @@ BEGIN
     UPDATE mailroom.queue q
     SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
     FROM gated g
-    WHERE q.id = g.id AND g.verdict = 'paused'
+    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'paused'
       AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
   ),
   -- Parked only if the sender is still paused once its row is locked: a
@@ -165,13 +175,13 @@ BEGIN
     UPDATE mailroom.queue q
     SET status = 'paused', status_reason = 'sender_paused', updated_at = greatest(p_now, q.updated_at)
     FROM gated g
-    WHERE q.id = g.id AND g.verdict = 'sender_paused'
+    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'sender_paused'
       AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
   )
   UPDATE mailroom.queue q
   SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
   FROM gated g
-  WHERE q.id = g.id AND g.verdict = 'window';
+  WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'window';
 END
 $$;
 ALTER FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) OWNER TO mailroom_owner;
@@ -447,7 +457,7 @@ BEGIN
       SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
              t.template_key, t.template_vars, t.stream, g.verdict
       FROM unnest(v_pick) AS c(id)
-      JOIN mailroom.contents t ON t.id = c.id
+      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
       CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     ),
     claimed AS (
@@ -460,7 +470,7 @@ BEGIN
           claimed_at   = greatest(p_now, q.updated_at),
           updated_at   = greatest(p_now, q.updated_at)
       FROM gated g
-      WHERE q.id = g.id AND g.verdict = 'claim'
+      WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'claim'
         AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
       RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
                 g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,

@@ -49,10 +49,12 @@ BEGIN
     LIMIT p_limit
     FOR UPDATE SKIP LOCKED
   ),
+  -- (q.id = ANY (ARRAY[e.id]): a generic plan made on a small queue must
+  -- not walk the whole queue later; see claim_batch.)
   failed AS (
     DELETE FROM mailroom.queue q
     USING expired e
-    WHERE q.id = e.id AND NOT e.to_review AND e.spent
+    WHERE q.id = ANY (ARRAY[e.id]) AND NOT e.to_review AND e.spent
     RETURNING q.id, q.attempts, q.worker, q.lease_token, q.claimed_at
   ),
   moved AS (
@@ -65,7 +67,7 @@ BEGIN
         leased_until  = NULL,
         updated_at    = p_now
     FROM expired e
-    WHERE q.id = e.id AND (e.to_review OR NOT e.spent)
+    WHERE q.id = ANY (ARRAY[e.id]) AND (e.to_review OR NOT e.spent)
     -- RETURNING shows the new row: the token comes from the locked old one.
     RETURNING q.id, q.attempts, q.worker, q.claimed_at, e.lease_token
   ),

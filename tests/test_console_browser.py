@@ -100,13 +100,28 @@ def shoot(browser, name: str) -> None:
 
 def click_and_load(browser, element) -> None:
     """Click a submit button and wait until the next page has replaced this one."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = browser.find_element(By.TAG_NAME, "html")
+
+    def replaced(_driver) -> bool:
+        try:
+            page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            # Asked about a node while its document is being torn down,
+            # Chromium answers with this inspector error rather than a stale
+            # element reference (seen once in CI): the page is being replaced.
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+        return False
+
     element.click()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
+    WebDriverWait(browser, 30).until(replaced)
 
 
 def login(browser, console, password=PASSWORD) -> None:

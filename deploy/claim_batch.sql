@@ -401,7 +401,7 @@ BEGIN
         ) AS due
         LIMIT v_scan
       ) AS c
-      JOIN mailroom.contents t ON t.id = c.id
+      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
       -- (Only the default: no lookup per candidate.)
       LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
       EXIT WHEN cardinality(v_cid) = 0;

@@ -6,9 +6,10 @@
 -- requires: campaign_chunks
 
 -- v0.4: a campaign's mail is written as contents rows (once) by one
--- statement, its queue rows lazily a chunk at a time (the first chunk here), and this file defines every function of the
--- change again (_address_ok, _campaign_open, _campaign_fill,
--- enqueue_campaign), so a reader finds them here.
+-- statement, its queue rows lazily a chunk at a time (the first chunk here),
+-- and this file defines every function of the change again (_address_ok,
+-- _campaign_open, _campaign_fill, enqueue_campaign), so a reader finds them
+-- here.
 --
 -- enqueue_campaign runs the caller's recipients query WITH THE CALLER'S RIGHTS.
 -- Why: the query reads the application's tables (users, ...), which

@@ -5,7 +5,7 @@
 -- Counted here by the index entries the calls read in this transaction
 -- (pg_stat_get_xact_tuples_returned), not by time.
 BEGIN;
-SELECT plan(8);
+SELECT plan(10);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -28,6 +28,12 @@ SELECT mailroom.mark_outcomes(jsonb_build_array(
   (SELECT jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'retry') FROM c1 ORDER BY id OFFSET 1 LIMIT 1),
   (SELECT jsonb_build_object('id', id, 'token', gen_random_uuid(), 'outcome', 'sent') FROM c1 ORDER BY id OFFSET 2 LIMIT 1)));
 SELECT mailroom._reclaim(1000, now() + interval '1 day');
+-- ... and a claim under a default domain limit (its own statements).
+SELECT mailroom.set_domain_limits('*', 100000, 1000000);
+SELECT mailroom.enqueue('limited@example.com', 'Hi', 'B', p_delivery_key => 'limited-1');
+CREATE TEMP TABLE c0 AS SELECT * FROM mailroom.claim_batch('w', 10);
+SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM c0));
+SELECT mailroom.set_domain_limits('*', NULL, NULL);
 
 -- 2. Then the queue, the contents and the ledger grow to 20,000 rows each
 --    (no ANALYZE: the plans stay as they were made).
@@ -74,6 +80,14 @@ UPDATE before SET queue_pkey = pg_temp.entries_read('mailroom.queue_pkey');
 SELECT is(mailroom._reclaim(1000, now() + interval '1 day'), 1, 'the one lease still held expires');
 SELECT cmp_ok(pg_temp.entries_read('mailroom.queue_pkey') - (SELECT queue_pkey FROM before), '<', 1000::bigint,
   'reclaim planned on an empty queue reads about its own entries of the queue''s primary key');
+
+-- 4. And a claim under the default domain limit, planned on three mails.
+SELECT mailroom.set_domain_limits('*', 100000, 1000000);
+UPDATE before SET contents_pkey = pg_temp.entries_read('mailroom.contents_pkey'),
+                  queue_pkey = pg_temp.entries_read('mailroom.queue_pkey');
+SELECT is((SELECT count(*) FROM mailroom.claim_batch('w', 50)), 50::bigint, 'the grown queue is claimed under a domain limit');
+SELECT cmp_ok(pg_temp.entries_read('mailroom.contents_pkey') - (SELECT contents_pkey FROM before), '<', 1000::bigint,
+  'a claim of 50 under a domain limit planned on an empty queue reads about its own entries of the contents'' primary key');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(50);
+SELECT plan(71);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -159,6 +159,51 @@ SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e-
   'mailroom: results[0].smtp_code: must be a number from 200 to 599', 'smtp_code of the wrong type');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed"}]')$$, '22023',
   'mailroom: results: id 1 appears more than once', 'the same id twice');
+-- Each element the per-element check refuses is refused with its message,
+-- also where the whole-batch tests in front of it cannot tell (1.0, 550.0,
+-- a missing key, a nested array): after a valid element, so at index 1.
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1.0, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].id: must be a positive integer', 'an id written 1.0');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": -1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].id: must be a positive integer', 'a negative id');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1e18, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].id: must be a positive integer', 'an id of 1e18 (19 digits)');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": null, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].id: must be a positive integer', 'a null id');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": null, "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a null token');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token one digit short');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "{6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b}", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token in braces');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e2b1a4a558f1e7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token without hyphens');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b"}]')$$, '22023',
+  'mailroom: results[1].outcome: missing', 'no outcome');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": null}]')$$, '22023',
+  'mailroom: results[1].outcome: unknown outcome null (expected sent, retry, failed or ambiguous)', 'a null outcome');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "SENT"}]')$$, '22023',
+  'mailroom: results[1].outcome: unknown outcome "SENT" (expected sent, retry, failed or ambiguous)', 'an outcome in capitals');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_code": 550.0}]')$$, '22023',
+  'mailroom: results[1].smtp_code: must be a number from 200 to 599', 'an smtp_code written 550.0');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_code": 199}]')$$, '22023',
+  'mailroom: results[1].smtp_code: must be a number from 200 to 599', 'an smtp_code below 200');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_code": 600}]')$$, '22023',
+  'mailroom: results[1].smtp_code: must be a number from 200 to 599', 'an smtp_code above 599');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_enhanced": "5.1"}]')$$, '22023',
+  'mailroom: results[1].smtp_enhanced: must be an enhanced status code such as 5.1.1', 'an smtp_enhanced of two parts');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "smtp_enhanced": 511}]')$$, '22023',
+  'mailroom: results[1].smtp_enhanced: must be an enhanced status code such as 5.1.1', 'an smtp_enhanced that is a number');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "failed", "detail": 5}]')$$, '22023',
+  'mailroom: results[1].detail: must be a string', 'a detail that is a number');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent", "provider_id": []}]')$$, '22023',
+  'mailroom: results[1].provider_id: must be a string', 'a provider_id that is an array');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, [{"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]]')$$, '22023',
+  'mailroom: results[1]: must be an object', 'an element that is an array of a valid outcome');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, null]')$$, '22023',
+  'mailroom: results[1]: must be an object', 'a null element');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, "sent"]')$$, '22023',
+  'mailroom: results[1]: must be an object', 'an element that is a string');
 SELECT throws_ok($$SELECT mailroom.mark_outcome(1, gen_random_uuid(), 'bounced')$$, '22023',
   'mailroom: outcome: unknown outcome "bounced" (expected sent, retry, failed or ambiguous)', 'mark_outcome: unknown word');
 SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL),

@@ -8,7 +8,7 @@
 -- - breaker_pending: the ids of the delivered mail of one report, as the
 --   report wrote them (insert-only: no row is shared, nothing is looked
 --   up). Folded into breaker_delivered by whoever evaluates a bad event,
---   by the report that finds 200 rows pending, and by the pg_cron job
+--   by every 200th report, and by the pg_cron job
 --   mailroom-breaker-fold every minute.
 -- - breaker_delivered: folded delivered mail per campaign or sender, one
 --   row per backend that folded it (pg_backend_pid()). A backend runs one
@@ -26,6 +26,9 @@
 BEGIN;
 
 CREATE TABLE mailroom.breaker_pending (
+  -- Numbers the reports: every 200th folds what is pending (no count of
+  -- the rows, whose dead versions a count would have to step over).
+  id          bigint GENERATED ALWAYS AS IDENTITY,
   ids         bigint[] NOT NULL,
   recorded_at timestamptz NOT NULL DEFAULT now()
 );

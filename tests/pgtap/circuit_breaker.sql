@@ -1,7 +1,7 @@
 -- pgTAP: the circuit breaker (counting in mark_outcomes and from feedback,
 -- tripping per campaign and per sender, the gate, resuming, thresholds).
 BEGIN;
-SELECT plan(49);
+SELECT plan(50);
 
 SELECT has_function('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender exists');
 SELECT is_definer('mailroom', 'resume_sender', ARRAY['text'], 'resume_sender is SECURITY DEFINER');
@@ -137,14 +137,15 @@ SELECT results_eq($$SELECT delivered FROM mailroom.breaker_status WHERE key = 'f
 SELECT is(mailroom.breaker_fold(), 10::bigint, 'breaker_fold counts the 10');
 SELECT results_eq($$SELECT delivered, (SELECT count(*) FROM mailroom.breaker_pending) FROM mailroom.breaker_status
                     WHERE key = 'fold'$$, $$VALUES (10.00, 0::bigint)$$, 'folded, not counted twice');
--- A report that finds 200 rows pending folds them: the backlog stays short without pg_cron.
+-- Every 200th report folds what is pending: the backlog stays short without pg_cron.
 INSERT INTO mailroom.breaker_pending (ids) SELECT ARRAY[-g]::bigint[] FROM generate_series(1, 200) g;
+SELECT is(setval(pg_get_serial_sequence('mailroom.breaker_pending', 'id'), 1199), 1199::bigint, 'the next report is the 1,200th');
 SELECT mailroom.enqueue('f11@example.net', 'Hi', 'text', p_sender => 'fold');
 CREATE TEMP TABLE b5 AS SELECT * FROM mailroom.claim_batch('w1', 1, p_sender => 'fold');
 SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b5));
 SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.breaker_pending), delivered
                     FROM mailroom.breaker_status WHERE key = 'fold'$$, $$VALUES (0::bigint, 11.00)$$,
-  'the report after 200 pending rows folded them all, its own too');
+  'the 1,200th report folded all that was pending, its own too');
 SELECT results_eq($$SELECT schedule, command FROM cron.job WHERE jobname = 'mailroom-breaker-fold'$$,
   $$VALUES ('* * * * *'::text, 'SELECT mailroom.breaker_fold()'::text)$$, 'pg_cron folds every minute');
 

@@ -227,7 +227,7 @@ def test_mark_outcomes_plan_is_index_driven_with_1000_in_flight(conn):
         [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250} for r in claimed]
     )
     plans = run_explained(conn, "SELECT mailroom.mark_outcomes(%s::jsonb)", (results,))
-    outcome_plan = plan_of(plans, "jsonb_to_recordset")
+    outcome_plan = plan_of(plans, "DELETE FROM mailroom.queue q")
     message_scans = scans_of(outcome_plan, "queue")
     ledger_scans = scans_of(outcome_plan, "attempts")
     assert message_scans

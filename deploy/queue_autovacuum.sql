@@ -6,7 +6,7 @@
 -- table left with the table (split_messages; mailroom.messages is a view
 -- now), and the tables that replaced it carry their own from the change
 -- that creates them: mailroom.queue (table_queue: vacuum after 5,000 dead
--- rows, fillfactor 70, every row is updated about twice and deleted once)
+-- rows, fillfactor 50, every row is updated about twice and deleted once)
 -- and mailroom.contents (table_contents: insert-only, vacuumed for its
 -- visibility map).
 --

@@ -10,7 +10,7 @@ SELECT is((SELECT array_to_string(ARRAY(SELECT o FROM unnest(reloptions) o ORDER
   'the ledger vacuums after every 10,000 dead or inserted rows and analyzes after 2 %');
 SELECT is((SELECT relkind FROM pg_class WHERE oid = 'mailroom.messages'::regclass), 'v'::"char",
   'messages is a view: nothing to tune there any more');
-SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70', 'autovacuum_vacuum_threshold=5000']
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=50', 'autovacuum_vacuum_threshold=5000']
            FROM pg_class WHERE oid = 'mailroom.queue'::regclass)
           AND (SELECT reloptions @> ARRAY['autovacuum_vacuum_insert_threshold=100000']
                FROM pg_class WHERE oid = 'mailroom.contents'::regclass),

@@ -8,7 +8,7 @@ SELECT has_index('mailroom', 'queue', 'queue_claim_idx', ARRAY['priority', 'run_
 SELECT has_index('mailroom', 'queue', 'queue_reclaim_idx', ARRAY['leased_until'], 'reclaim walks another');
 SELECT is((SELECT count(*)::int FROM pg_indexes WHERE schemaname = 'mailroom' AND tablename = 'queue'), 3,
   'the primary key and the two partial indexes, nothing else');
-SELECT ok((SELECT 'fillfactor=70' = ANY (reloptions) FROM pg_class WHERE oid = 'mailroom.queue'::regclass),
+SELECT ok((SELECT 'fillfactor=50' = ANY (reloptions) FROM pg_class WHERE oid = 'mailroom.queue'::regclass),
   'room on each page for the updates a live row gets');
 
 SELECT throws_ok($$INSERT INTO mailroom.queue (id, status, sender, max_attempts, on_ambiguous) VALUES (-1, 'sent', 'default', 5, 'retry')$$,

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 import psycopg_pool
 from psycopg.types.json import Jsonb
+from psycopg.types.string import TextLoader
 
 CHANNEL = "mailroom"
 
@@ -55,20 +56,25 @@ def first_line(e: BaseException) -> str:
 
 
 def _call(target: psycopg_pool.ConnectionPool | psycopg.Connection, query: str, params: dict | None = None,
-          *, timeout: float = 2.0):
+          *, timeout: float = 2.0, jsonb_as_text: bool = False):
     """Run one statement on a connection from the pool, or on the given
-    connection (the completer writes outcomes and its on_flush on one)."""
+    connection (the completer writes outcomes and its on_flush on one).
+    jsonb_as_text: jsonb values come back as their JSON text, unparsed."""
     try:
         if isinstance(target, psycopg.Connection):
-            with target.cursor() as cur:
-                cur.execute(query, params)
-                return cur.fetchall() if cur.description else []
+            return _execute(target, query, params, jsonb_as_text)
         with target.connection(timeout=timeout) as conn:
-            with conn.cursor() as cur:
-                cur.execute(query, params)
-                return cur.fetchall() if cur.description else []
+            return _execute(conn, query, params, jsonb_as_text)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as e:
         raise translate(e) from e
+
+
+def _execute(conn: psycopg.Connection, query: str, params: dict | None, jsonb_as_text: bool) -> list:
+    with conn.cursor() as cur:
+        if jsonb_as_text:
+            cur.adapters.register_loader("jsonb", TextLoader)  # this cursor only
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
 
 
 def _seconds(v: float | timedelta) -> timedelta:
@@ -112,12 +118,19 @@ def reclaim(pool) -> int:
 
 
 def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender: str | None) -> list[dict]:
-    """Lease up to `limit` due messages for this worker (one lease token per batch)."""
+    """Lease up to `limit` due messages for this worker (one lease token per batch).
+
+    `headers` and `template_vars` come as their JSON text: each mail's are
+    parsed only where that mail is built (render.read_json_columns). A claim
+    then parses no JSON (a sixth of a null:// runner's CPU went to it, for
+    mail never built), and a value Python's json cannot read (nested deeper
+    than its recursion limit) fails its own mail instead of the whole claim."""
     return _call(
         pool,
         "SELECT * FROM mailroom.claim_batch(p_worker => %(worker)s, p_limit => %(limit)s,"
         " p_lease => %(lease)s, p_sender => %(sender)s)",
         {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
+        jsonb_as_text=True,
     )
 
 

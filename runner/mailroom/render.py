@@ -28,6 +28,7 @@ import binascii
 import functools
 import hashlib
 import itertools
+import json
 import os
 import re
 import threading
@@ -253,6 +254,24 @@ def _part(subtype: str, body: str) -> bytes:
 
 class RenderError(Exception):
     """This message cannot be built; it fails permanently with this reason."""
+
+
+# The jsonb columns a claimed row carries as JSON text (queries.claim_batch).
+JSON_COLUMNS = ("headers", "template_vars")
+
+
+def read_json_columns(row: dict) -> None:
+    """Parse, in place, the JSON text of a claimed row's jsonb columns, once,
+    right before its mail is built. PostgreSQL only hands out valid JSON, but
+    Python's json gives up on nesting deeper than its recursion limit: that
+    is this mail's RenderError, naming the column."""
+    for column in JSON_COLUMNS:
+        text = row.get(column)
+        if isinstance(text, str):
+            try:
+                row[column] = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                raise RenderError(f"{column}: cannot be read ({type(e).__name__}: {e})") from None
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from mailroom.dkim import Signing
 from mailroom.unsubscribe import Unsubscribe
 from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
-from mailroom.render import Built, RenderError, Renderer
+from mailroom.render import Built, RenderError, Renderer, read_json_columns
 from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
@@ -618,6 +618,7 @@ class Runner:
         variables or headers raise stays with that row."""
         try:
             if self.needs_message:
+                read_json_columns(row)  # left as text by the claim; each job is built once
                 url = self.unsubscribe.url_for(row)
                 if url is not None:
                     row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates

@@ -149,10 +149,16 @@ def send_rate_retry_after(pool, sender: str | None) -> float | None:
     return wait.total_seconds() if wait is not None else None
 
 
-def mark_outcomes(pool, results: list[dict]) -> int:
-    """Record a list of {"id", "token", "outcome", ...} in one call; returns how many applied."""
+def _json_as_is(text: str) -> str:
+    return text
+
+
+def mark_outcomes(pool, results: list[str]) -> int:
+    """Record the results, each the JSON text of an object {"id", "token",
+    "outcome", ...} (completer.Report.json_text), in one call; returns how many applied."""
     return _call(
-        pool, "SELECT mailroom.mark_outcomes(%(results)s) AS n", {"results": Jsonb(results)}
+        pool, "SELECT mailroom.mark_outcomes(%(results)s) AS n",
+        {"results": Jsonb("[" + ", ".join(results) + "]", dumps=_json_as_is)},
     )[0]["n"]
 
 

@@ -131,6 +131,10 @@ class Batch:
     unfinished: set
     unrecorded: set
     extended_at: float = field(default_factory=time.monotonic)
+    token_text: str = field(init=False)  # for every report of the batch: str(UUID) once
+
+    def __post_init__(self) -> None:
+        self.token_text = str(self.token)
 
 
 @dataclass
@@ -669,7 +673,8 @@ class Runner:
             event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
                   code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
         b, mid = job.batch, row["id"]
-        self.completer.report(Report(mid, b.token, outcome.as_json(), on_written=lambda: self._recorded(b, [mid])))
+        self.completer.report(Report(mid, b.token_text, outcome.as_json(), payload_json=outcome.as_json_text(),
+                                     on_written=lambda: self._recorded(b, [mid])))
         with self.lock:
             self.counts[outcome.outcome] += 1
             self._done_locked(job)

@@ -74,7 +74,9 @@ def _execute(conn: psycopg.Connection, query: str, params: dict | None, as_text:
         for type_name in as_text:
             cur.adapters.register_loader(type_name, TextLoader)  # this cursor only
         cur.execute(query, params)
-        return cur.fetchall() if cur.description else []
+        # rownumber is None without rows to fetch (description, the usual
+        # test, builds a Column object per field on every call).
+        return cur.fetchall() if cur.rownumber is not None else []
 
 
 def _seconds(v: float | timedelta) -> timedelta:

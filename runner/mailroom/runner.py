@@ -220,6 +220,7 @@ class Runner:
         self.lock = threading.Lock()  # batches, pending, counts
         self.batches: dict[object, Batch] = {}
         self.pending = 0  # claimed and not yet sent or handed back
+        metrics.IN_FLIGHT.set_function(lambda: self.pending)  # read when scraped, not set on every mail
         self.low_water = 2 * settings.concurrency
         self.stopping = threading.Event()  # stop claiming
         self.stop_requested_at: float | None = None
@@ -574,7 +575,6 @@ class Runner:
                 self.batches[token] = b
                 self.pending += len(trs)
                 self.counts["claimed"] += len(trs)
-                metrics.IN_FLIGHT.set(self.pending)
             for sender, count in Counter(r.get("sender") or "default" for r in trs).items():
                 metrics.CLAIMED.labels(sender).inc(count)
             ready = []
@@ -690,7 +690,6 @@ class Runner:
         b = job.batch
         b.unfinished.discard(job.row["id"])
         self.pending -= 1
-        metrics.IN_FLIGHT.set(self.pending)
         if not b.unfinished:
             self.completer.flush_soon()
         if self.pending == self.low_water or self.pending == 0:

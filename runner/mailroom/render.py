@@ -318,6 +318,11 @@ class Built:
     data: bytes
     message_id: str
 
+    def with_data(self, data: bytes) -> "Built":
+        """The same mail with other bytes (headers put before it, a signature):
+        what dataclasses.replace does, at a third of its cost, once per mail."""
+        return Built(self.envelope_from, self.rcpt, data, self.message_id)
+
 
 # multipart boundaries: a random prefix drawn once per process and a counter.
 # Unique per mail like uuid4 per mail, and as unguessable for a body to

@@ -129,13 +129,16 @@ def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender:
     than its recursion limit) fails its own mail instead of the whole claim.
     `leased_until` comes as text too: the runner keeps its own (monotonic)
     lease clock and never reads it, and making datetimes of it was a third
-    of what the rest of the rows cost to load."""
+    of what the rest of the rows cost to load. So does `lease_token`: the
+    runner only groups rows by it and hands it back (extend_lease, release,
+    mark_outcomes take its text), and a str hashes and compares in C where a
+    uuid.UUID does it in Python, for every row."""
     return _call(
         pool,
         "SELECT * FROM mailroom.claim_batch(p_worker => %(worker)s, p_limit => %(limit)s,"
         " p_lease => %(lease)s, p_sender => %(sender)s)",
         {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
-        as_text=("jsonb", "timestamptz"),
+        as_text=("jsonb", "timestamptz", "uuid"),
     )
 
 

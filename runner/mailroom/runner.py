@@ -126,15 +126,11 @@ class Batch:
     """One claim's lease: which of its mail is still being sent, and which
     has no outcome in the database yet (both keep the lease extended)."""
 
-    token: object
+    token: str  # the lease token's text (queries.claim_batch)
     lease: float
     unfinished: set
     unrecorded: set
     extended_at: float = field(default_factory=time.monotonic)
-    token_text: str = field(init=False)  # for every report of the batch: str(UUID) once
-
-    def __post_init__(self) -> None:
-        self.token_text = str(self.token)
 
 
 @dataclass
@@ -673,7 +669,7 @@ class Runner:
             event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
                   code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
         b, mid = job.batch, row["id"]
-        self.completer.report(Report(mid, b.token_text, outcome.as_json(), payload_json=outcome.as_json_text(),
+        self.completer.report(Report(mid, b.token, outcome.as_json(), payload_json=outcome.as_json_text(),
                                      on_written=lambda: self._recorded(b, [mid])))
         with self.lock:
             self.counts[outcome.outcome] += 1

@@ -214,7 +214,7 @@ class Runner:
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.completer: Completer | None = None
         self.lock = threading.Lock()  # batches, pending, counts
-        self.batches: dict[object, Batch] = {}
+        self.batches: dict[str, Batch] = {}  # by lease token
         self.pending = 0  # claimed and not yet sent or handed back
         metrics.IN_FLIGHT.set_function(lambda: self.pending)  # read when scraped, not set on every mail
         self.low_water = 2 * settings.concurrency

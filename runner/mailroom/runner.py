@@ -12,7 +12,9 @@ Three objects with one job each:
 - the send pool (`mailroom.sendpool`): the SMTP connections; builds each mail
   (over SMTP ahead of need, up to one per session, while the relay holds the
   sessions) and sends it. One bad mail (a template that cannot compile, a recursion, an
-  encoding error) fails that mail with the error recorded, never the runner.
+  encoding error, variables nested too deep for Python's json: the claim
+  leaves them as text, see queries.claim_batch) fails that mail with the
+  error recorded, never the runner.
 - the completer (`mailroom.completer`): buffers outcomes and releases, writes
   them in batches, keeps them until the database has them.
 

@@ -52,6 +52,36 @@ def test_same_message_twice_in_the_buffer_is_written_in_two_calls(conn, pool):
     assert conn.execute("SELECT status FROM mailroom.messages").fetchone()["status"] == "sent"
 
 
+def test_reports_as_the_runner_writes_them_reach_the_ledger_verbatim(conn, pool):
+    """The runner's reports are JSON text written around each Outcome's own
+    JSON text (Report.json_text, Outcome.as_json_text) with the token as
+    text: a reply with quotes, a backslash, a line break and non-ASCII
+    arrives in the ledger exactly as the Outcome has it, next to a report
+    made from the payload dict alone."""
+    for i in range(3):
+        enqueue(conn, f"t{i}@example.com", subject="s", body_text="b")
+    a, b, c = _claim(conn, 3)
+    failed = Outcome("failed", 550, "5.1.1", 'rcpt: "no" such\\user \u00fcn\u00ef \u2709\nnext')
+    sent = Outcome("sent", 250, "2.0.0", "data: 250 queued as X1", "X1")
+    completer = Completer(pool)
+    for row, outcome in ((a, failed), (b, sent)):
+        completer.report(Report(row["id"], str(row["lease_token"]), outcome.as_json(),
+                                payload_json=outcome.as_json_text()))
+    completer.report(_report(c, "retry", detail="data: 451 later"))
+    assert completer.flush() and completer.pending == 0
+    assert completer.written == {"failed": 1, "sent": 1, "retry": 1}
+    ledger = {r["message_id"]: r for r in conn.execute(
+        "SELECT message_id, lease_token, outcome, smtp_code, smtp_enhanced, smtp_text, provider_id FROM mailroom.attempts")}
+    assert {k: {f: v[f] for f in ("lease_token", "outcome", "smtp_code", "smtp_enhanced", "smtp_text", "provider_id")}
+            for k, v in ledger.items()} == {
+        a["id"]: {"lease_token": a["lease_token"], "outcome": "failed", "smtp_code": 550, "smtp_enhanced": "5.1.1",
+                  "smtp_text": failed.detail, "provider_id": None},
+        b["id"]: {"lease_token": b["lease_token"], "outcome": "sent", "smtp_code": 250, "smtp_enhanced": "2.0.0",
+                  "smtp_text": "data: 250 queued as X1", "provider_id": "X1"},
+        c["id"]: {"lease_token": c["lease_token"], "outcome": "retry", "smtp_code": None, "smtp_enhanced": None,
+                  "smtp_text": "data: 451 later", "provider_id": None}}
+
+
 def test_a_refused_report_is_dropped_alone_and_the_rest_written(conn, pool):
     """One report mark_outcomes refuses (22023: an outcome it does not know)
     among 7: the call is split until it is alone; the other 6 are written."""

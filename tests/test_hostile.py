@@ -811,3 +811,25 @@ def test_hostile_utf8_local_part_needs_smtputf8(db_url, conn):
         assert [m["rcpt_tos"] for m in sink.messages] == [["jürgen@xn--bcher-kva.example"]]
         assert parse(sink.messages[0]["data"])["To"] == "jürgen@xn--bcher-kva.example"
     assert conn.execute("SELECT status FROM mailroom.messages WHERE delivery_key = 'utf8-2'").fetchone()["status"] == "sent"
+
+
+def test_hostile_json_too_deep_for_python_fails_its_own_mail(db_url, conn):
+    """jsonb nests deeper than Python's json can read (its recursion limit,
+    about 1,000 levels): such template variables fail their own mail at
+    build time, saying so; the rest of the same claim is sent and every
+    outcome reported. (When the claim parsed the JSON, the RecursionError
+    came out of the claim itself and stopped the runner.)"""
+    deep = "[" * 5000 + "]" * 5000
+    conn.execute("SELECT mailroom.upsert_template('deep', 'Hi {{ name }}', 'Hello {{ name }}', NULL)")
+    enqueue(conn, "ann@example.com", template="deep", vars={"name": "Ann"}, delivery_key="deep-ok-1")
+    conn.execute("SELECT mailroom.enqueue(p_to => 'bob@example.com', p_template => 'deep', p_vars => %s::jsonb,"
+                 " p_delivery_key => 'deep-vars')", (f'{{"name": "Bob", "deep": {deep}}}',))
+    enqueue(conn, "dan@example.com", template="deep", vars={"name": "Dan"}, delivery_key="deep-ok-2")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", *FAST) as r:
+        assert r.wait() == 0, r.log()
+        assert sorted(m["rcpt_tos"][0] for m in sink.messages) == ["ann@example.com", "dan@example.com"]
+    rows = {row["delivery_key"]: row for row in conn.execute(
+        "SELECT delivery_key, status, attempts, last_error FROM mailroom.messages")}
+    assert {k: (v["status"], v["attempts"]) for k, v in rows.items()} == {
+        "deep-ok-1": ("sent", 1), "deep-ok-2": ("sent", 1), "deep-vars": ("failed", 1)}
+    assert rows["deep-vars"]["last_error"].startswith("render: template_vars: cannot be read (RecursionError"), rows

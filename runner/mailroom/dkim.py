@@ -36,7 +36,7 @@ import logging
 import os
 import re
 import stat
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from mailroom.logs import event
@@ -322,4 +322,4 @@ class Signing:
         signer = self.signers.get(row.get("sender") or "default")
         if signer is not None:
             data = signer.sign(data)
-        return replace(built, data=data)
+        return built.with_data(data)

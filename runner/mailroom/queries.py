@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 import psycopg_pool
 from psycopg.types.json import Jsonb
+from psycopg.types.string import TextLoader
 
 CHANNEL = "mailroom"
 
@@ -55,20 +56,27 @@ def first_line(e: BaseException) -> str:
 
 
 def _call(target: psycopg_pool.ConnectionPool | psycopg.Connection, query: str, params: dict | None = None,
-          *, timeout: float = 2.0):
+          *, timeout: float = 2.0, as_text: tuple[str, ...] = ()):
     """Run one statement on a connection from the pool, or on the given
-    connection (the completer writes outcomes and its on_flush on one)."""
+    connection (the completer writes outcomes and its on_flush on one).
+    as_text: types (by name) whose values come back as their text, unparsed."""
     try:
         if isinstance(target, psycopg.Connection):
-            with target.cursor() as cur:
-                cur.execute(query, params)
-                return cur.fetchall() if cur.description else []
+            return _execute(target, query, params, as_text)
         with target.connection(timeout=timeout) as conn:
-            with conn.cursor() as cur:
-                cur.execute(query, params)
-                return cur.fetchall() if cur.description else []
+            return _execute(conn, query, params, as_text)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as e:
         raise translate(e) from e
+
+
+def _execute(conn: psycopg.Connection, query: str, params: dict | None, as_text: tuple[str, ...]) -> list:
+    with conn.cursor() as cur:
+        for type_name in as_text:
+            cur.adapters.register_loader(type_name, TextLoader)  # this cursor only
+        cur.execute(query, params)
+        # rownumber is None without rows to fetch (description, the usual
+        # test, builds a Column object per field on every call).
+        return cur.fetchall() if cur.rownumber is not None else []
 
 
 def _seconds(v: float | timedelta) -> timedelta:
@@ -112,12 +120,25 @@ def reclaim(pool) -> int:
 
 
 def claim_batch(pool, worker: str, limit: int, lease: float | timedelta, sender: str | None) -> list[dict]:
-    """Lease up to `limit` due messages for this worker (one lease token per batch)."""
+    """Lease up to `limit` due messages for this worker (one lease token per batch).
+
+    `headers` and `template_vars` come as their JSON text: each mail's are
+    parsed only where that mail is built (render.read_json_columns). A claim
+    then parses no JSON (a sixth of a null:// runner's CPU went to it, for
+    mail never built), and a value Python's json cannot read (nested deeper
+    than its recursion limit) fails its own mail instead of the whole claim.
+    `leased_until` comes as text too: the runner keeps its own (monotonic)
+    lease clock and never reads it, and making datetimes of it was a third
+    of what the rest of the rows cost to load. So does `lease_token`: the
+    runner only groups rows by it and hands it back (extend_lease, release,
+    mark_outcomes take its text), and a str hashes and compares in C where a
+    uuid.UUID does it in Python, for every row."""
     return _call(
         pool,
         "SELECT * FROM mailroom.claim_batch(p_worker => %(worker)s, p_limit => %(limit)s,"
         " p_lease => %(lease)s, p_sender => %(sender)s)",
         {"worker": worker, "limit": limit, "lease": _seconds(lease), "sender": sender},
+        as_text=("jsonb", "timestamptz", "uuid"),
     )
 
 
@@ -136,10 +157,16 @@ def send_rate_retry_after(pool, sender: str | None) -> float | None:
     return wait.total_seconds() if wait is not None else None
 
 
-def mark_outcomes(pool, results: list[dict]) -> int:
-    """Record a list of {"id", "token", "outcome", ...} in one call; returns how many applied."""
+def _json_as_is(text: str) -> str:
+    return text
+
+
+def mark_outcomes(pool, results: list[str]) -> int:
+    """Record the results, each the JSON text of an object {"id", "token",
+    "outcome", ...} (completer.Report.json_text), in one call; returns how many applied."""
     return _call(
-        pool, "SELECT mailroom.mark_outcomes(%(results)s) AS n", {"results": Jsonb(results)}
+        pool, "SELECT mailroom.mark_outcomes(%(results)s) AS n",
+        {"results": Jsonb("[" + ", ".join(results) + "]", dumps=_json_as_is)},
     )[0]["n"]
 
 

@@ -28,6 +28,7 @@ import binascii
 import functools
 import hashlib
 import itertools
+import json
 import os
 import re
 import threading
@@ -255,6 +256,24 @@ class RenderError(Exception):
     """This message cannot be built; it fails permanently with this reason."""
 
 
+# The jsonb columns a claimed row carries as JSON text (queries.claim_batch).
+JSON_COLUMNS = ("headers", "template_vars")
+
+
+def read_json_columns(row: dict) -> None:
+    """Parse, in place, the JSON text of a claimed row's jsonb columns, once,
+    right before its mail is built. PostgreSQL only hands out valid JSON, but
+    Python's json gives up on nesting deeper than its recursion limit: that
+    is this mail's RenderError, naming the column."""
+    for column in JSON_COLUMNS:
+        text = row.get(column)
+        if isinstance(text, str):
+            try:
+                row[column] = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                raise RenderError(f"{column}: cannot be read ({type(e).__name__}: {e})") from None
+
+
 @dataclass(frozen=True)
 class Template:
     key: str
@@ -278,6 +297,16 @@ class Template:
         return subject, text, html
 
 
+def _compile(env: jinja2.Environment, source: str) -> jinja2.Template:
+    """The template, its globals a plain dict instead of Jinja's ChainMap over
+    the environment's: each render copies their names into its Context, and
+    iterating the ChainMap was a tenth of building a mail. The environments'
+    globals never change once the Renderer is made."""
+    template = env.from_string(source)
+    template.globals = dict(template.globals)
+    return template
+
+
 def _render(template: jinja2.Template, ctx: dict) -> str:
     return template.environment.concat(template.root_render_func(template.new_context(ctx, shared=True)))
 
@@ -288,6 +317,11 @@ class Built:
     rcpt: str
     data: bytes
     message_id: str
+
+    def with_data(self, data: bytes) -> "Built":
+        """The same mail with other bytes (headers put before it, a signature):
+        what dataclasses.replace does, at a third of its cost, once per mail."""
+        return Built(self.envelope_from, self.rcpt, data, self.message_id)
 
 
 # multipart boundaries: a random prefix drawn once per process and a counter.
@@ -366,9 +400,9 @@ class Renderer:
                 tpl = Template(
                     key,
                     version,
-                    self._text_env.from_string(row["subject"] or ""),
-                    self._text_env.from_string(row["body_text"]) if row.get("body_text") else None,
-                    self._html_env.from_string(row["body_html"]) if row.get("body_html") else None,
+                    _compile(self._text_env, row["subject"] or ""),
+                    _compile(self._text_env, row["body_text"]) if row.get("body_text") else None,
+                    _compile(self._html_env, row["body_html"]) if row.get("body_html") else None,
                 )
             except Exception as e:  # noqa: BLE001 - a template that cannot compile fails its mail, never the runner
                 # Besides syntax errors, compiling can raise RecursionError (400

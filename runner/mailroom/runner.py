@@ -12,7 +12,9 @@ Three objects with one job each:
 - the send pool (`mailroom.sendpool`): the SMTP connections; builds each mail
   (over SMTP ahead of need, up to one per session, while the relay holds the
   sessions) and sends it. One bad mail (a template that cannot compile, a recursion, an
-  encoding error) fails that mail with the error recorded, never the runner.
+  encoding error, variables nested too deep for Python's json: the claim
+  leaves them as text, see queries.claim_batch) fails that mail with the
+  error recorded, never the runner.
 - the completer (`mailroom.completer`): buffers outcomes and releases, writes
   them in batches, keeps them until the database has them.
 
@@ -60,7 +62,7 @@ from mailroom.dkim import Signing
 from mailroom.unsubscribe import Unsubscribe
 from mailroom.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
-from mailroom.render import Built, RenderError, Renderer
+from mailroom.render import Built, RenderError, Renderer, read_json_columns
 from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
@@ -126,7 +128,7 @@ class Batch:
     """One claim's lease: which of its mail is still being sent, and which
     has no outcome in the database yet (both keep the lease extended)."""
 
-    token: object
+    token: str  # the lease token's text (queries.claim_batch)
     lease: float
     unfinished: set
     unrecorded: set
@@ -214,8 +216,9 @@ class Runner:
         self.pool: psycopg_pool.ConnectionPool | None = None
         self.completer: Completer | None = None
         self.lock = threading.Lock()  # batches, pending, counts
-        self.batches: dict[object, Batch] = {}
+        self.batches: dict[str, Batch] = {}  # by lease token
         self.pending = 0  # claimed and not yet sent or handed back
+        metrics.IN_FLIGHT.set_function(lambda: self.pending)  # read when scraped, not set on every mail
         self.low_water = 2 * settings.concurrency
         self.stopping = threading.Event()  # stop claiming
         self.stop_requested_at: float | None = None
@@ -570,7 +573,6 @@ class Runner:
                 self.batches[token] = b
                 self.pending += len(trs)
                 self.counts["claimed"] += len(trs)
-                metrics.IN_FLIGHT.set(self.pending)
             for sender, count in Counter(r.get("sender") or "default" for r in trs).items():
                 metrics.CLAIMED.labels(sender).inc(count)
             ready = []
@@ -618,6 +620,7 @@ class Runner:
         variables or headers raise stays with that row."""
         try:
             if self.needs_message:
+                read_json_columns(row)  # left as text by the claim; each job is built once
                 url = self.unsubscribe.url_for(row)
                 if url is not None:
                     row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates
@@ -668,7 +671,8 @@ class Runner:
             event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
                   code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
         b, mid = job.batch, row["id"]
-        self.completer.report(Report(mid, b.token, outcome.as_json(), on_written=lambda: self._recorded(b, [mid])))
+        self.completer.report(Report(mid, b.token, outcome.as_json(), payload_json=outcome.as_json_text(),
+                                     on_written=lambda: self._recorded(b, [mid])))
         with self.lock:
             self.counts[outcome.outcome] += 1
             self._done_locked(job)
@@ -684,7 +688,6 @@ class Runner:
         b = job.batch
         b.unfinished.discard(job.row["id"])
         self.pending -= 1
-        metrics.IN_FLIGHT.set(self.pending)
         if not b.unfinished:
             self.completer.flush_soon()
         if self.pending == self.low_water or self.pending == 0:

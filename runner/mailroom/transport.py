@@ -31,6 +31,7 @@ and reuses it; a broken session is closed and opened again on the next mail.
 from __future__ import annotations
 
 import base64
+import json
 import mailbox
 import re
 import smtplib
@@ -71,6 +72,14 @@ class Outcome:
             d = self._json_fields()
             object.__setattr__(self, "_json", d)  # a cache, not a field: equality and repr ignore it
         return d
+
+    def as_json_text(self) -> str:
+        """as_json() as JSON text, computed once per Outcome like it."""
+        text = self.__dict__.get("_json_text")
+        if text is None:
+            text = json.dumps(self.as_json())
+            object.__setattr__(self, "_json_text", text)
+        return text
 
     def _json_fields(self) -> dict:
         d = {"outcome": self.outcome}
@@ -237,8 +246,11 @@ class Connection:
 class NullConnection(Connection):
     """Accepts every mail (built or not: see Transport.needs_message)."""
 
+    # One Outcome for every mail: its JSON for mark_outcomes is made once.
+    SENT = Outcome("sent", detail="null transport")
+
     def send(self, envelope_from: str, rcpt: str, data: bytes) -> Outcome:
-        return Outcome("sent", detail="null transport")
+        return self.SENT
 
 
 class MaildirConnection(Connection):

@@ -25,7 +25,7 @@ A row that sets List-Unsubscribe itself keeps its own.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping
 
 from mailroom.render import Built
@@ -148,7 +148,7 @@ class Unsubscribe:
         domain = self.mailto_domains.get(sender) or self.mailto_domains.get(None)
         mailto = f",\r\n <mailto:unsubscribe+{url.rsplit('/', 1)[1]}@{domain}>" if domain else ""
         lines = f"List-Unsubscribe: <{url}>{mailto}\r\nList-Unsubscribe-Post: {ONE_CLICK}\r\n"
-        return replace(built, data=lines.encode("ascii") + built.data)
+        return built.with_data(lines.encode("ascii") + built.data)
 
 
 def load_keyring_if_any(path: str | None, environ: Mapping[str, str] | None = None) -> Keyring | None:

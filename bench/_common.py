@@ -212,9 +212,10 @@ def insert_mail(conn, columns: str, select: str, params=None, run_at: str = "now
     Plain INSERT: loading is not what is measured."""
     conn.execute(
         f"WITH c AS (INSERT INTO mailroom.contents ({columns}) {select}"
-        "            RETURNING id, priority, sender, max_attempts, on_ambiguous, created_at)"
-        " INSERT INTO mailroom.queue (id, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)"
-        f" SELECT c.id, c.priority, {run_at}, c.sender, c.max_attempts, c.on_ambiguous, c.created_at FROM c",
+        "            RETURNING id, priority, sender, campaign_id, max_attempts, on_ambiguous, created_at)"
+        " INSERT INTO mailroom.queue (id, priority, run_at, sender, campaign_id, max_attempts, on_ambiguous, updated_at)"
+        f" SELECT c.id, c.priority, {run_at}, c.sender, c.campaign_id, c.max_attempts, c.on_ambiguous, c.created_at"
+        " FROM c",
         params)
 
 

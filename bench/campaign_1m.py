@@ -53,9 +53,10 @@ def same_rows(campaign_id: int) -> str:
 def both_tables(campaign_id: int) -> str:
     """The same rows into contents and, for each, its queue row: one statement."""
     return (f"WITH c AS (INSERT INTO mailroom.contents ({COLUMNS}) {same_rows(campaign_id)}"
-            "            RETURNING id, priority, sender, max_attempts, on_ambiguous, created_at)"
-            " INSERT INTO mailroom.queue (id, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)"
-            " SELECT id, priority, created_at, sender, max_attempts, on_ambiguous, created_at FROM c")
+            "            RETURNING id, priority, sender, campaign_id, max_attempts, on_ambiguous, created_at)"
+            " INSERT INTO mailroom.queue (id, priority, run_at, sender, campaign_id, max_attempts, on_ambiguous,"
+            " updated_at)"
+            " SELECT id, priority, created_at, sender, campaign_id, max_attempts, on_ambiguous, created_at FROM c")
 
 
 def main() -> int:

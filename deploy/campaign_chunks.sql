@@ -76,10 +76,11 @@ BEGIN
     FROM (SELECT DISTINCT k.recipient_zone AS zone FROM next k WHERE v_c.window_start IS NOT NULL) z
   ),
   live AS (
-    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, campaign_id, max_attempts,
+                                on_ambiguous, updated_at)
     SELECT k.id, CASE WHEN v_c.status = 'paused' THEN 'paused' ELSE 'queued' END,
            CASE WHEN v_c.status = 'paused' THEN 'campaign_paused' END, k.priority,
-           coalesce(o.run_at, v_c.send_at), k.sender, k.max_attempts, k.on_ambiguous, p_now
+           coalesce(o.run_at, v_c.send_at), k.sender, p_campaign, k.max_attempts, k.on_ambiguous, p_now
     FROM next k
     LEFT JOIN openings o ON o.zone = k.recipient_zone
     WHERE k.reason IS NULL AND NOT k.finished

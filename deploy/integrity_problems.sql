@@ -74,6 +74,13 @@ AS $$
   FROM mailroom.queue q
   WHERE NOT EXISTS (SELECT FROM mailroom.contents c WHERE c.id = q.id)
   UNION ALL
+  SELECT 'queue_campaign_differs', q.id,
+         format('queue row says campaign %s, its contents campaign %s (the circuit breaker counts the queue''s)',
+                coalesce(q.campaign_id::text, 'none'), coalesce(c.campaign_id::text, 'none'))
+  FROM mailroom.queue q
+  JOIN mailroom.contents c ON c.id = q.id
+  WHERE q.campaign_id IS DISTINCT FROM c.campaign_id
+  UNION ALL
   SELECT 'ledger_without_contents', a.message_id,
          format('%s ledger row(s) of a mail with no contents row', count(*))
   FROM mailroom.attempts a
@@ -95,6 +102,6 @@ ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.integrity_problems() IS
-  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, queue_campaign_differs (the queue row''s copy of the campaign is not its contents''), ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
 
 COMMIT;

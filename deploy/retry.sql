@@ -96,7 +96,7 @@ BEGIN
     LEFT JOIN mailroom.schedules s ON s.id = c.schedule_id
   ),
   eligible AS (
-    SELECT c.id, c.priority, c.sender, c.max_attempts, c.on_ambiguous,
+    SELECT c.id, c.priority, c.sender, c.campaign_id, c.max_attempts, c.on_ambiguous,
            CASE WHEN k.status = 'paused' THEN 'paused' ELSE 'queued' END AS new_status
     FROM requested r
     JOIN mailroom.contents c ON c.id = r.id
@@ -125,9 +125,9 @@ BEGIN
   ),
   revived AS (
     -- ... and the mail gets a live row, due now
-    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, attempts, max_attempts,
-                                on_ambiguous, last_error, updated_at)
-    SELECT e.id, e.new_status, 'operator retry', e.priority, now(), e.sender, 0, e.max_attempts,
+    INSERT INTO mailroom.queue (id, status, status_reason, priority, run_at, sender, campaign_id, attempts,
+                                max_attempts, on_ambiguous, last_error, updated_at)
+    SELECT e.id, e.new_status, 'operator retry', e.priority, now(), e.sender, e.campaign_id, 0, e.max_attempts,
            e.on_ambiguous, u.last_error, now()
     FROM unfinished u JOIN eligible e ON e.id = u.message_id
     RETURNING id, status, sender

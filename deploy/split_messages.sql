@@ -55,9 +55,9 @@ DO $$ BEGIN
 END $$;
 
 INSERT INTO mailroom.queue (
-  id, status, status_reason, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
+  id, status, status_reason, priority, run_at, sender, campaign_id, attempts, max_attempts, on_ambiguous,
   lease_token, leased_until, worker, claimed_at, last_error, updated_at)
-SELECT id, status, status_reason, priority, run_at, sender, attempts, max_attempts, on_ambiguous,
+SELECT id, status, status_reason, priority, run_at, sender, campaign_id, attempts, max_attempts, on_ambiguous,
        lease_token, leased_until, worker, claimed_at, last_error, updated_at
 FROM mailroom.messages
 WHERE status IN ('queued', 'sending', 'paused', 'review');

@@ -20,6 +20,10 @@ CREATE TABLE mailroom.queue (
   priority      smallint NOT NULL DEFAULT 0,
   run_at        timestamptz NOT NULL DEFAULT now(),
   sender        text NOT NULL,
+  -- The campaign's, copied from contents: a report counts its delivered mail
+  -- against campaign and sender (the circuit breaker) from the rows it
+  -- deletes, with no lookup (mailroom.integrity_problems() checks the copy).
+  campaign_id   bigint,
   attempts      integer NOT NULL DEFAULT 0,
   max_attempts  integer NOT NULL,
   on_ambiguous  text NOT NULL,

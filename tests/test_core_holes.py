@@ -103,9 +103,9 @@ def origin_mail(conn, key: str, *, campaign: bool) -> tuple[int, int]:
     if v04(conn):
         mail = conn.execute(
             f"WITH c AS (INSERT INTO mailroom.contents (delivery_key, to_address, template_key, {cols})"
-            "            VALUES (%s, %s, 'holes', %s, %s) RETURNING id, sender, max_attempts, on_ambiguous)"
-            " INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous, run_at)"
-            " SELECT id, sender, max_attempts, on_ambiguous, now() - interval '1 second' FROM c RETURNING id",
+            "            VALUES (%s, %s, 'holes', %s, %s) RETURNING id, sender, campaign_id, max_attempts, on_ambiguous)"
+            " INSERT INTO mailroom.queue (id, sender, campaign_id, max_attempts, on_ambiguous, run_at)"
+            " SELECT id, sender, campaign_id, max_attempts, on_ambiguous, now() - interval '1 second' FROM c RETURNING id",
             (key, key + "@example.com", *vals)).fetchone()["id"]
     else:
         mail = conn.execute(

@@ -86,9 +86,9 @@ CREATE FUNCTION pg_temp.mail(p_key text, p_to text, p_campaign text DEFAULT NULL
     VALUES (p_key, p_to, 'gate', (SELECT id FROM mailroom.campaigns WHERE name = p_campaign),
             (SELECT id FROM mailroom.schedules WHERE schedule_key = p_schedule),
             CASE WHEN p_campaign IS NOT NULL THEN p_key END, p_zone)
-    RETURNING id, sender, max_attempts, on_ambiguous)
-  INSERT INTO mailroom.queue (id, run_at, sender, max_attempts, on_ambiguous, updated_at)
-  SELECT id, '2030-04-01 05:00Z', sender, max_attempts, on_ambiguous, '2030-04-01 05:00Z' FROM c RETURNING id
+    RETURNING id, sender, campaign_id, max_attempts, on_ambiguous)
+  INSERT INTO mailroom.queue (id, run_at, sender, campaign_id, max_attempts, on_ambiguous, updated_at)
+  SELECT id, '2030-04-01 05:00Z', sender, campaign_id, max_attempts, on_ambiguous, '2030-04-01 05:00Z' FROM c RETURNING id
 $$;
 UPDATE mailroom.queue SET status = 'review' WHERE status = 'queued';
 SELECT pg_temp.mail('g-sup', 'Gone@Example.COM');

@@ -1,6 +1,6 @@
 -- Tests for mailroom:integrity_problems
 BEGIN;
-SELECT plan(13);
+SELECT plan(14);
 SET LOCAL client_min_messages = warning;
 \ir include/core_state.psql
 
@@ -37,7 +37,7 @@ DELETE FROM mailroom.contents WHERE id = (SELECT id FROM orphan);
 -- ids of a campaign and a schedule that do not exist (contents has no foreign keys).
 INSERT INTO mailroom.contents (id, delivery_key, to_address, subject, body_text, campaign_id, recipient_id, schedule_id)
 VALUES (900000003, 'stray', 'stray@example.com', 's', 'b', 900000004, 'r', 900000005);
-INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous) VALUES (900000003, 'default', 5, 'retry');
+INSERT INTO mailroom.queue (id, sender, campaign_id, max_attempts, on_ambiguous) VALUES (900000003, 'default', 900000004, 5, 'retry');
 
 SELECT results_eq(
   $$SELECT problem, message_id FROM mailroom.integrity_problems()$$,
@@ -71,6 +71,13 @@ SET LOCAL ROLE mailroom_runner;
 SELECT throws_ok($$SELECT * FROM mailroom.integrity_problems()$$, '42501', 'permission denied for function integrity_problems',
   'runners get 42501');
 RESET ROLE;
+
+-- The queue row's copy of the campaign (what the circuit breaker counts) must be its contents'.
+UPDATE mailroom.queue SET campaign_id = 42 WHERE id = pg_temp.t_id('queued');
+SELECT results_eq($$SELECT problem, detail FROM mailroom.integrity_problems() WHERE message_id = pg_temp.t_id('queued')$$,
+  $$VALUES ('queue_campaign_differs'::text,
+            'queue row says campaign 42, its contents campaign none (the circuit breaker counts the queue''s)'::text)$$,
+  'a queue row whose campaign is not its contents'' is found');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -30,11 +30,11 @@ WITH content AS (
          ('c-window', 'w@example.com', 'guard', 104, NULL, 'w'),
          ('s-inactive', 'sched@example.com', 'guard', NULL, 201, NULL),
          ('plain', 'x@example.com', 'guard', NULL, NULL, NULL)
-  RETURNING id, delivery_key
+  RETURNING id, delivery_key, campaign_id
 ),
 live AS (
-  INSERT INTO mailroom.queue (id, status, sender, attempts, max_attempts, on_ambiguous)
-  SELECT id, 'review', 'default', 1, 5, 'review' FROM content WHERE delivery_key IN ('c-paused-review', 'c-cancelled')
+  INSERT INTO mailroom.queue (id, status, sender, campaign_id, attempts, max_attempts, on_ambiguous)
+  SELECT id, 'review', 'default', campaign_id, 1, 5, 'review' FROM content WHERE delivery_key IN ('c-paused-review', 'c-cancelled')
 ),
 finished AS (
   INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)

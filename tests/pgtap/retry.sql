@@ -89,11 +89,11 @@ VALUES (9, 'guard-test', 'guard-test', '2030-01-01Z', 'paused');
 WITH content AS (
   INSERT INTO mailroom.contents (delivery_key, to_address, template_key, campaign_id, recipient_id)
   VALUES ('g-failed', 'gf@example.com', 'guard-test', 9, 'gf'), ('g-review', 'gr@example.com', 'guard-test', 9, 'gr')
-  RETURNING id, delivery_key
+  RETURNING id, delivery_key, campaign_id
 ),
 live AS (
-  INSERT INTO mailroom.queue (id, status, sender, attempts, max_attempts, on_ambiguous)
-  SELECT id, 'review', 'default', 1, 5, 'review' FROM content WHERE delivery_key = 'g-review'
+  INSERT INTO mailroom.queue (id, status, sender, campaign_id, attempts, max_attempts, on_ambiguous)
+  SELECT id, 'review', 'default', campaign_id, 1, 5, 'review' FROM content WHERE delivery_key = 'g-review'
 )
 INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as)
 SELECT id, 5, now(), 'failed', 'failed' FROM content WHERE delivery_key = 'g-failed';

@@ -1,32 +1,30 @@
 """Breaker: what the circuit breaker's counting costs mailroom's SQL, A/B in
 one run (issue 13's "claim_batch + mark_outcomes in pgbench >= 0.75 x the
-raw limit"; brk5).
+raw limit").
 
 drain.py's "mailroom SQL only" side (pgbench, 4 clients, bench/
 mailroom_sql.pgbench: claim_batch of 50, then one mark_outcomes reporting the
-50 sent; synchronous_commit = on) with three bodies of
-_breaker_count_outcomes, swapped in between runs in one scratch database:
+50 sent; synchronous_commit = on) with two bodies of _breaker_count_outcomes,
+swapped in between runs in one scratch database:
 
-- before: the breaker before brk5 (bench/breaker_before.sql): every batch
-  looks up its mails' campaign and sender and updates the sender's one
-  counter row, held to commit, so the four clients, all reporting mail of
-  the sender 'default', queue on that row;
-- shards: brk5's first step (bench/breaker_before.sql): the same lookups,
-  counted in the reporting backend's own row (no row shared, no wait);
-- brk5: HEAD's: the batch's delivered ids are one insert into
-  breaker_pending, looked up and counted later by a fold (bad events, the
-  pg_cron job);
+- head: HEAD's: the report's delivered mail, counted per campaign and sender
+  from the queue rows it deleted, is one insert into breaker_pending, added
+  up by a later fold (bad events, the report whose rows pass a multiple of
+  200, the pg_cron job);
 - none: counting nothing (what the breaker costs at all: the ceiling);
-- brk5 with the rest of the fold: a run's reports fold once (one report in
-  200 folds what is pending), and what is still pending at the end is folded
-  right after, alone, its time added: every mail of the run counted;
+- head with the rest of the fold: what is still pending at the end of a run
+  is folded right after, alone, its time added: every mail of the run
+  counted;
 
 and drain.py's raw limit (bench/limit.pgbench on its own table), the
-reference of "x limit". A round runs the sides as a palindrome (limit,
-before, shards, brk5, none, none, brk5, shards, before, limit; the next round
-in the other order), each side's figure in a round the mean of its two runs, so drift in
-the shared machine's load hits every side alike; ratios are taken within
-each round and the median over rounds is printed.
+reference of "x limit". A round runs the sides as a palindrome (limit, head,
+none, none, head, limit; the next round in the other order), each side's
+figure in a round the mean of its two runs, so drift in the shared machine's
+load hits every side alike; ratios are taken within each round and the
+median over rounds is printed. (The designs before it, which looked every
+delivered mail's campaign and sender up in contents — on every report, or in
+the fold — are measured in bench/RESULTS.md: brk5 and sql6; their bodies took
+the mails' ids, which mark_outcomes no longer passes.)
 
     .venv/bin/python bench/breaker.py [--quick] [--rounds N]
 """
@@ -41,19 +39,18 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, scratch_database  # noqa: E402
+from _common import scratch_database  # noqa: E402
 from drain import SEED_TABLE, run_limit, run_queue_script  # noqa: E402
 
-SIGNATURE = "mailroom._breaker_count_outcomes(bigint[], bigint[], timestamp with time zone)"
-NONE = ("CREATE OR REPLACE FUNCTION mailroom._breaker_count_outcomes(p_sent bigint[], p_bounced bigint[],"
-        " p_now timestamptz) RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = mailroom, pg_temp"
-        " AS $$ BEGIN END $$")
+SIGNATURE = ("mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[],"
+             " timestamp with time zone)")
+NONE = ("CREATE OR REPLACE FUNCTION mailroom._breaker_count_outcomes(p_delivered_campaigns bigint[],"
+        " p_delivered_senders text[], p_bounced_campaigns bigint[], p_bounced_senders text[], p_now timestamptz)"
+        " RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = mailroom, pg_temp AS $$ BEGIN END $$")
 SIDES = {
     "limit": "limit (pgbench: claim 50, mark 50; own table)",
-    "before": "claim_batch + mark_outcomes, breaker before brk5",
-    "shards": "  ... brk5 step 1: per-backend rows, counted now",
-    "brk5": "  ... brk5: ids pending, counted by a later fold",
-    "brk5_fold": "  ... brk5, the rest of its fold's time added",
+    "head": "claim_batch + mark_outcomes, HEAD's breaker",
+    "head_fold": "  ... the rest of its fold's time added",
     "none": "claim_batch + mark_outcomes, no breaker at all",
 }
 
@@ -74,18 +71,8 @@ def main() -> int:
     with scratch_database("mailroom_bench_breaker", synchronous_commit="on") as url, \
             psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SEED_TABLE.format(t="bench_limit"))
-        conn.execute((ROOT / "bench" / "breaker_before.sql").read_text())
-        bodies = {
-            "brk5": function_def(conn, SIGNATURE),
-            "before": function_def(conn, SIGNATURE.replace("_breaker_count_outcomes",
-                                                           "_bench_breaker_count_outcomes_before"))
-                      .replace("_bench_breaker_count_outcomes_before", "_breaker_count_outcomes"),
-            "shards": function_def(conn, SIGNATURE.replace("_breaker_count_outcomes",
-                                                           "_bench_breaker_count_outcomes_shards"))
-                      .replace("_bench_breaker_count_outcomes_shards", "_breaker_count_outcomes"),
-            "none": NONE,
-        }
-        order = ["limit", "before", "shards", "brk5", "none"]
+        bodies = {"head": function_def(conn, SIGNATURE), "none": NONE}
+        order = ["limit", "head", "none"]
         for r in range(rounds):
             keys = order if r % 2 == 0 else order[::-1]
             runs: dict[str, list] = {k: [] for k in keys}
@@ -96,25 +83,22 @@ def main() -> int:
                 else:
                     # pgbench connects afresh: its backends plan the new body.
                     conn.execute(bodies[key])
-                    # Nothing pending from an earlier run (its ids are gone with
-                    # the contents load_queued empties): brk5's reports fold
-                    # once in this run (one report in 200 does), as they would.
                     conn.execute("TRUNCATE mailroom.breaker_pending")
                     rate, w = sql_side(url, conn, n)
                     runs[key].append((rate, w))
-                    if key == "brk5":
+                    if key == "head":
                         # What no report folded yet (a later report or the
-                        # pg_cron job would): the same lookups, done now, alone.
+                        # pg_cron job would), done now, alone.
                         t0 = time.perf_counter()
                         conn.execute("SELECT mailroom.breaker_fold()")
                         folds.append((n / (n / rate + time.perf_counter() - t0), w))
                         left = conn.execute("SELECT count(*) FROM mailroom.breaker_pending").fetchone()[0]
                         assert left == 0, f"{left} rows still pending"
-            runs["brk5_fold"] = folds
+            runs["head_fold"] = folds
             for key, got in runs.items():
                 results[key].append(statistics.fmean(rate for rate, _ in got))
                 wal[key].append(statistics.fmean(w[0] for _, w in got))
-        conn.execute(bodies["brk5"])
+        conn.execute(bodies["head"])
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(results[a], results[b]))
@@ -126,15 +110,9 @@ def main() -> int:
         rs = " ".join(f"{x:.0f}" for x in results[k])
         print(f"{label:50} {statistics.median(results[k]):8.0f} {ratio(k, 'limit'):7.2f} {rs:>26} "
               f"{statistics.median(wal[k]):10.0f}")
-    per_round = " ".join(f"{x / y:.3f}" for x, y in zip(results["brk5"], results["before"]))
-    print(f"figure breaker brk5 / before, claim_batch + mark_outcomes: {ratio('brk5', 'before'):.3f} x the mails/s "
-          f"(median of {rounds} rounds: {per_round})")
-    print(f"figure breaker brk5 with the rest of its fold's time added / before: {ratio('brk5_fold', 'before'):.3f} x "
-          f"(rounds: {' '.join(f'{x / y:.3f}' for x, y in zip(results['brk5_fold'], results['before']))})")
-    print(f"figure breaker brk5 step 1 (shards) / before: {ratio('shards', 'before'):.3f} x "
-          f"(rounds: {' '.join(f'{x / y:.3f}' for x, y in zip(results['shards'], results['before']))})")
-    print(f"figure breaker brk5 / no breaker: {ratio('brk5', 'none'):.3f} x; before / no breaker: "
-          f"{ratio('before', 'none'):.3f} x")
+    print(f"figure breaker HEAD / no breaker, claim_batch + mark_outcomes: {ratio('head', 'none'):.3f} x the mails/s "
+          f"(rounds: {' '.join(f'{x / y:.3f}' for x, y in zip(results['head'], results['none']))}); "
+          f"with the rest of its fold's time added: {ratio('head_fold', 'none'):.3f} x")
     return 0
 
 

@@ -8,12 +8,12 @@
 -- automatically, with the reason and the figures kept in breaker_trips.
 --
 -- Counting delivered mail (every mark_outcomes) takes no lock another
--- reporter waits for and looks nothing up: the report inserts the ids of
--- its delivered mail into breaker_pending, and breaker_fold counts them
--- against their campaigns and senders later (in the folding backend's own
--- rows of breaker_delivered; see table_breaker_tallies), whenever a bad
--- event is evaluated, in the one report in about 200 that finds 200 rows
--- pending, and every minute (pg_cron). Only a bad event can raise
+-- reporter waits for and looks nothing up: the report inserts its delivered
+-- mail into breaker_pending, counted per campaign and sender from the queue
+-- rows it deleted, and breaker_fold adds those up later (in the folding
+-- backend's own rows of breaker_delivered; see table_breaker_tallies),
+-- whenever a bad event is evaluated, in the report whose pending rows pass
+-- a multiple of 200, and every minute (pg_cron). Only a bad event can raise
 -- a rate, so only a bad event evaluates: a synchronous 5.1.x in
 -- mark_outcomes, or a bounce or complaint reported later (the insert into
 -- feedback_events: see breaker_feedback). It locks its campaign's or
@@ -50,20 +50,18 @@
 
 BEGIN;
 
--- Delivered mail of one campaign or sender not folded yet: one lookup per
--- pending mail, bounded by what was reported since the last fold (a bad
--- event folds first; the pg_cron job folds every minute).
+-- Delivered mail of one campaign or sender not folded yet: a sum over
+-- what was reported since the last fold (a bad event folds first; the
+-- pg_cron job folds every minute).
 CREATE FUNCTION mailroom._breaker_pending_count(p_scope text, p_key text)
 RETURNS bigint
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
-  SELECT count(*)
+  SELECT coalesce(sum(p.delivered), 0)::bigint
   FROM mailroom.breaker_pending p
-  CROSS JOIN LATERAL unnest(p.ids) AS u(id)
-  JOIN mailroom.contents c ON c.id = u.id
-  WHERE CASE WHEN p_scope = 'campaign' THEN c.campaign_id::text = p_key ELSE c.sender = p_key END
+  WHERE p.scope = p_scope AND p.key = p_key
 $$;
 ALTER FUNCTION mailroom._breaker_pending_count(text, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_pending_count(text, text) FROM PUBLIC;
@@ -75,8 +73,8 @@ RETURNS bigint
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
--- Index lookups by id, whatever a stale estimate of breaker_pending says
--- (it can make a tiny fold look costly enough to be JIT-compiled: seconds).
+-- Never JIT-compiled: a stale estimate of breaker_pending can make a tiny
+-- fold look costly enough for it (seconds).
 SET jit = off
 AS $$
   -- Pending rows another fold holds are skipped (they stay visible, and
@@ -85,27 +83,24 @@ AS $$
   WITH taken AS (
     DELETE FROM mailroom.breaker_pending p
     WHERE p.ctid IN (SELECT q.ctid FROM mailroom.breaker_pending q FOR UPDATE SKIP LOCKED)
-    RETURNING p.ids
+    RETURNING p.scope, p.key, p.delivered
   ),
   counted AS (
     INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
-    SELECT x.scope, x.key, pg_backend_pid(), count(*), now()
+    SELECT t.scope, t.key, pg_backend_pid(), sum(t.delivered), now()
     FROM taken t
-    CROSS JOIN LATERAL unnest(t.ids) AS u(id)
-    JOIN mailroom.contents c ON c.id = u.id
-    CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
-    WHERE x.key IS NOT NULL
-    GROUP BY x.scope, x.key
+    GROUP BY t.scope, t.key
     ON CONFLICT (scope, key, backend_pid) DO UPDATE
     SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at
   )
-  SELECT coalesce(sum(cardinality(t.ids)), 0)::bigint FROM taken t
+  -- (Every mail has a sender: the sender rows count each mail once.)
+  SELECT coalesce(sum(t.delivered) FILTER (WHERE t.scope = 'sender'), 0)::bigint FROM taken t
 $$;
 ALTER FUNCTION mailroom.breaker_fold() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.breaker_fold() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.breaker_fold() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.breaker_fold() IS
-  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates, by the report that finds 200 rows pending, and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
+  'Count the delivered mail reports left in breaker_pending against its campaigns and senders (breaker_delivered); returns how many mails. Run by every bad event the circuit breaker evaluates, by the report whose pending rows pass a multiple of 200, and by the pg_cron job mailroom-breaker-fold every minute; waits for nothing (what another fold holds is skipped).';
 
 -- Windowed figures of one campaign or sender, from its counts as this
 -- statement sees them. The same arithmetic is written out in breaker_status.
@@ -250,40 +245,56 @@ REVOKE ALL ON FUNCTION mailroom._breaker_tally(text, text, integer, integer, int
 COMMENT ON FUNCTION mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz) IS
   'Internal: count delivered, hard-bounced and complained mail for one campaign or sender. Delivered mail goes to this backend''s own row (no lock another reporter waits for). A bad event locks the campaign''s or sender''s breaker_counts row until commit, so bad events take turns and each sees all before it (no trip missed: the argument is in deploy/circuit_breaker.sql), is recorded at the delivered count it sees, and when a rate over the last window_size delivered reaches its pause threshold (with at least min_sample delivered in the window) pauses it and records the trip. True when this call paused it.';
 
-CREATE FUNCTION mailroom._breaker_count_outcomes(p_sent bigint[], p_bounced bigint[], p_now timestamptz)
+-- The campaigns and senders of a report's finished mail come from the queue
+-- rows it deleted (mark_outcomes), one element per mail: nothing is looked
+-- up here.
+CREATE FUNCTION mailroom._breaker_count_outcomes(
+  p_delivered_campaigns bigint[],   -- delivered: sent, and hard-bounced during the SMTP conversation
+  p_delivered_senders   text[],
+  p_bounced_campaigns   bigint[],   -- of those, the hard bounces
+  p_bounced_senders     text[],
+  p_now                 timestamptz
+)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_report bigint;
+  v_fold boolean;
 BEGIN
-  -- Delivered mail (sent, and the synchronous hard bounces): one row of
-  -- ids, looked up and counted against campaigns and senders by a later
-  -- fold. Nothing here waits for another reporter, and no other reporter
-  -- waits for this.
-  INSERT INTO mailroom.breaker_pending (ids, recorded_at) VALUES (p_sent || p_bounced, p_now)
-  RETURNING id INTO v_report;
-  -- Keep what is pending short whatever the pg_cron job does: every 200th
-  -- report folds it (about 10,000 mails), so a bad event or a read of
-  -- breaker_status never has a long backlog to look up. (Counted by the
-  -- rows' numbers: v0.4's first cut counted the rows, reading past every
-  -- dead version the folds had left since the table was last vacuumed.)
-  IF v_report % 200 = 0 THEN
+  -- Delivered mail: one pending row per campaign and sender, with how many,
+  -- counted by a later fold. Nothing here waits for another reporter, and
+  -- no other reporter waits for this.
+  WITH added AS (
+    INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
+    SELECT x.scope, x.key, count(*), p_now
+    FROM unnest(p_delivered_campaigns, p_delivered_senders) AS m(campaign_id, sender)
+    CROSS JOIN LATERAL (VALUES ('campaign', m.campaign_id::text), ('sender', m.sender)) AS x(scope, key)
+    WHERE x.key IS NOT NULL
+    GROUP BY x.scope, x.key
+    RETURNING id
+  )
+  SELECT coalesce(bool_or(a.id % 200 = 0), false) INTO v_fold FROM added a;
+  -- Keep what is pending short whatever the pg_cron job does: the report
+  -- whose rows pass a multiple of 200 (one in 100 to 200, about 5,000 to
+  -- 10,000 mails) folds it, so a bad event or a read of breaker_status never
+  -- has a long backlog to sum. (Told by the rows' numbers: v0.4's first cut
+  -- counted the rows on every report, reading past every dead version the
+  -- folds had left since the table was last vacuumed.)
+  IF v_fold THEN
     PERFORM mailroom.breaker_fold();
   END IF;
 
-  IF cardinality(p_bounced) > 0 THEN
+  IF cardinality(p_bounced_senders) > 0 THEN
     -- The bounces evaluate, one tally per campaign and sender in one fixed
     -- order (campaigns before senders, each by key), so that two batches
     -- locking the same breaker_counts rows cannot deadlock.
     PERFORM mailroom._breaker_tally(t.scope, t.key, 0, t.bounced, 0, p_now)
     FROM (
       SELECT x.scope, x.key, count(*)::integer AS bounced
-      FROM unnest(p_bounced) AS m(id)
-      JOIN mailroom.contents c ON c.id = m.id
-      CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
+      FROM unnest(p_bounced_campaigns, p_bounced_senders) AS m(campaign_id, sender)
+      CROSS JOIN LATERAL (VALUES ('campaign', m.campaign_id::text), ('sender', m.sender)) AS x(scope, key)
       WHERE x.key IS NOT NULL
       GROUP BY x.scope, x.key
       ORDER BY x.scope, x.key
@@ -291,10 +302,10 @@ BEGIN
   END IF;
 END
 $$;
-ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz) IS
-  'Internal (mark_outcomes): count finished mail against its campaign and sender: p_sent delivered, p_bounced hard-bounced during the SMTP conversation (delivered and bounced). Delivered mail is one insert into breaker_pending (no lock another reporter waits for, no lookup; one report in about 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
+ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) IS
+  'Internal (mark_outcomes): count finished mail against its campaign and sender, given per mail (from the queue rows the report deleted): delivered (sent, and hard-bounced during the SMTP conversation) and, of those, the hard bounces. Delivered mail is one insert into breaker_pending per campaign and sender (no lock another reporter waits for, no lookup; the report whose rows pass a multiple of 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void
@@ -447,12 +458,7 @@ FROM (SELECT parts.scope, parts.key, sum(parts.n) AS total, max(parts.at) AS upd
             UNION ALL
             SELECT k.scope, k.key, k.delivered_offset, k.updated_at FROM mailroom.breaker_counts k
             UNION ALL
-            SELECT x.scope, x.key, 1, p.recorded_at
-            FROM mailroom.breaker_pending p
-            CROSS JOIN LATERAL unnest(p.ids) AS u(id)
-            JOIN mailroom.contents c ON c.id = u.id
-            CROSS JOIN LATERAL (VALUES ('campaign', c.campaign_id::text), ('sender', c.sender)) AS x(scope, key)
-            WHERE x.key IS NOT NULL) AS parts
+            SELECT p.scope, p.key, p.delivered, p.recorded_at FROM mailroom.breaker_pending p) AS parts
       GROUP BY parts.scope, parts.key) AS b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
 -- The same arithmetic as _breaker_figures, written out: a function called

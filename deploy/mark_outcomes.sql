@@ -90,8 +90,13 @@ DECLARE
   v_applied integer := 0;
   v_n       integer;
   v_total   integer;
-  v_sent    bigint[] := '{}';           -- finished now: delivered, and hard-bounced (5.1.x),
-  v_bounced bigint[] := '{}';           -- for the circuit breaker
+  -- Finished now, for the circuit breaker, one element per mail: the
+  -- campaigns and senders of what was delivered (sent, and hard-bounced
+  -- during the SMTP conversation, 5.1.x), and of those hard bounces.
+  v_delivered_campaigns bigint[] := '{}';
+  v_delivered_senders   text[] := '{}';
+  v_bounced_campaigns   bigint[] := '{}';
+  v_bounced_senders     text[] := '{}';
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: mark_outcomes runs only under READ COMMITTED, not %',
@@ -222,8 +227,8 @@ BEGIN
         USING r
         WHERE q.id = ANY (ARRAY[r.id]) AND q.lease_token = r.token AND q.leased_until IS NOT NULL
           AND q.attempts = 1 AND q.status_reason IS NULL
-        RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, r.token, r.smtp_code, r.smtp_enhanced,
-                  r.detail, r.provider_id
+        RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, q.sender, q.campaign_id, r.token,
+                  r.smtp_code, r.smtp_enhanced, r.detail, r.provider_id
       ),
       ledger AS (
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
@@ -233,7 +238,9 @@ BEGIN
                f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255), false, 'sent', f.last_error
         FROM finished f
       )
-      SELECT count(*), coalesce(array_agg(f.id), '{}') INTO v_n, v_sent FROM finished f;
+      SELECT count(*), coalesce(array_agg(f.campaign_id), '{}'), coalesce(array_agg(f.sender), '{}')
+        INTO v_n, v_delivered_campaigns, v_delivered_senders
+      FROM finished f;
       v_applied := v_n;
       CONTINUE;
     END IF;
@@ -260,8 +267,8 @@ BEGIN
         AND (v_pass = 2 OR (q.attempts = 1 AND q.status_reason IS NULL))
         AND (r.outcome IN ('sent', 'failed')
              OR (q.attempts >= q.max_attempts AND NOT (r.outcome = 'ambiguous' AND q.on_ambiguous = 'review')))
-      RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, r.token, r.outcome, r.smtp_code,
-                r.smtp_enhanced, r.detail, r.provider_id
+      RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, q.sender, q.campaign_id, r.token, r.outcome,
+                r.smtp_code, r.smtp_enhanced, r.detail, r.provider_id
     ),
     -- ... the others stay live, for the gate of the next claim.
     kept AS (
@@ -318,9 +325,17 @@ BEGIN
       ON CONFLICT (address_key, stream) DO NOTHING
     )
     SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept),
-           v_sent || ARRAY(SELECT f.id FROM finished f WHERE f.outcome = 'sent'),
-           v_bounced || ARRAY(SELECT f.id FROM finished f WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
-      INTO v_n, v_sent, v_bounced;
+           v_delivered_campaigns || ARRAY(SELECT f.campaign_id FROM finished f
+                                          WHERE f.outcome = 'sent' OR (f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
+                                          ORDER BY f.id),
+           v_delivered_senders || ARRAY(SELECT f.sender FROM finished f
+                                        WHERE f.outcome = 'sent' OR (f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
+                                        ORDER BY f.id),
+           v_bounced_campaigns || ARRAY(SELECT f.campaign_id FROM finished f
+                                        WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%' ORDER BY f.id),
+           v_bounced_senders || ARRAY(SELECT f.sender FROM finished f
+                                      WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%' ORDER BY f.id)
+      INTO v_n, v_delivered_campaigns, v_delivered_senders, v_bounced_campaigns, v_bounced_senders;
     v_applied := v_applied + v_n;
   END LOOP;
 
@@ -370,8 +385,9 @@ BEGIN
   -- sender: delivered mail in this backend's own rows (no wait on other
   -- reporters); only a hard bounce locks a row, to evaluate, and last, so
   -- it is held only until this commits.
-  IF cardinality(v_sent) > 0 OR cardinality(v_bounced) > 0 THEN
-    PERFORM mailroom._breaker_count_outcomes(v_sent, v_bounced, p_now);
+  IF cardinality(v_delivered_senders) > 0 THEN
+    PERFORM mailroom._breaker_count_outcomes(v_delivered_campaigns, v_delivered_senders, v_bounced_campaigns,
+                                             v_bounced_senders, p_now);
   END IF;
 
   RETURN v_applied;

@@ -5,9 +5,9 @@
 -- (every mark_outcomes) takes no row lock another reporter waits for, and
 -- costs the report one small insert:
 --
--- - breaker_pending: the ids of the delivered mail of one report, as the
---   report wrote them (insert-only: no row is shared, nothing is looked
---   up). Folded into breaker_delivered by whoever evaluates a bad event,
+-- - breaker_pending: the delivered mail of one report, counted per
+--   campaign and sender from the queue rows the report deleted (insert-only:
+--   no row is shared, nothing is looked up). Folded into breaker_delivered by whoever evaluates a bad event,
 --   by every 200th report, and by the pg_cron job
 --   mailroom-breaker-fold every minute.
 -- - breaker_delivered: folded delivered mail per campaign or sender, one
@@ -26,15 +26,19 @@
 BEGIN;
 
 CREATE TABLE mailroom.breaker_pending (
-  -- Numbers the reports: every 200th folds what is pending (no count of
-  -- the rows, whose dead versions a count would have to step over).
+  -- Numbers the rows: a report whose rows pass a multiple of 200 folds what
+  -- is pending (no count of the rows, whose dead versions a count would
+  -- have to step over).
   id          bigint GENERATED ALWAYS AS IDENTITY,
-  ids         bigint[] NOT NULL,
-  recorded_at timestamptz NOT NULL DEFAULT now()
+  scope       text NOT NULL,
+  key         text NOT NULL,
+  delivered   integer NOT NULL,
+  recorded_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT breaker_pending_scope_valid CHECK (scope IN ('campaign', 'sender'))
 );
 ALTER TABLE mailroom.breaker_pending OWNER TO mailroom_owner;
 COMMENT ON TABLE mailroom.breaker_pending IS
-  'Circuit breaker: delivered mail (ids of sent, and of hard-bounced during the SMTP conversation) of one outcome batch each, not yet counted against its campaign and sender; breaker_fold moves it into breaker_delivered. Insert-only for reporters: they never meet.';
+  'Circuit breaker: delivered mail (sent, and hard-bounced during the SMTP conversation) of one outcome batch, one row per campaign and per sender with how many, not yet folded; breaker_fold moves it into breaker_delivered. Insert-only for reporters: they never meet.';
 
 CREATE TABLE mailroom.breaker_delivered (
   scope       text NOT NULL,

@@ -6,7 +6,7 @@ SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.resume_sender(tex
 SELECT 1/has_function_privilege('mailroom_operator',
   'mailroom.set_breaker_thresholds(text, integer, integer, numeric, numeric, numeric, numeric)', 'execute')::int;
 SELECT 'mailroom._breaker_tally(text, text, integer, integer, integer, timestamptz)'::regprocedure;
-SELECT 'mailroom._breaker_count_outcomes(bigint[], bigint[], timestamptz)'::regprocedure;
+SELECT 'mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz)'::regprocedure;
 SELECT 'mailroom._breaker_figures(text, text, integer)'::regprocedure;
 SELECT 'mailroom._breaker_pending_count(text, text)'::regprocedure;
 SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.breaker_fold()', 'execute')::int;

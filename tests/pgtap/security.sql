@@ -97,7 +97,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_address_ok(text)', '', 'unpinned'),
   ('_cache_lock_id(text)', '', 'unpinned'),
   ('_breaker_feedback_event()', '', 'definer'),
-  ('_breaker_count_outcomes(bigint[], bigint[], timestamp with time zone)', '', 'definer'),
+  ('_breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamp with time zone)', '', 'definer'),
   ('_breaker_figures(text, text, integer)', '', 'definer'),
   ('_breaker_pending_count(text, text)', '', 'definer'),
   ('_breaker_reset(text, text, timestamp with time zone)', '', 'definer'),

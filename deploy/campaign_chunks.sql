@@ -145,8 +145,9 @@ COMMENT ON FUNCTION mailroom._campaign_chunk_size() IS
 -- claim_batch's one call, before it picks: for each active campaign with a
 -- backlog, queue its next chunk when none of the newest chunk's lower half
 -- is left queued and due (claims take a chunk lowest id first). Half a
--- chunk ahead, so a drain never waits for the next one, and ahead of the pick, so a campaign's priority holds against
--- other mail however long the queue. Without a backlog it is one read of an
+-- chunk ahead, so a drain never waits for the next one, and ahead of the
+-- pick, so a campaign's priority holds against other mail however long the
+-- queue. Without a backlog it is one read of an
 -- empty table.
 CREATE FUNCTION mailroom._campaign_top_up(p_now timestamptz)
 RETURNS integer
@@ -174,7 +175,7 @@ BEGIN
     -- first row read is queued until the half is nearly gone.
     PERFORM FROM mailroom.queue q
     WHERE q.id BETWEEN v_b.chunk_first AND v_b.chunk_middle AND q.status = 'queued' AND q.run_at <= p_now
-      AND EXISTS (SELECT FROM mailroom.contents c WHERE c.id = q.id AND c.campaign_id = v_b.campaign_id)
+      AND q.campaign_id = v_b.campaign_id
     ORDER BY q.id DESC
     LIMIT 1;
     CONTINUE WHEN FOUND;

@@ -324,18 +324,18 @@ BEGIN
       WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%'
       ON CONFLICT (address_key, stream) DO NOTHING
     )
-    SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM kept),
-           v_delivered_campaigns || ARRAY(SELECT f.campaign_id FROM finished f
-                                          WHERE f.outcome = 'sent' OR (f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
-                                          ORDER BY f.id),
-           v_delivered_senders || ARRAY(SELECT f.sender FROM finished f
-                                        WHERE f.outcome = 'sent' OR (f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%')
-                                        ORDER BY f.id),
-           v_bounced_campaigns || ARRAY(SELECT f.campaign_id FROM finished f
-                                        WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%' ORDER BY f.id),
-           v_bounced_senders || ARRAY(SELECT f.sender FROM finished f
-                                      WHERE f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%' ORDER BY f.id)
-      INTO v_n, v_delivered_campaigns, v_delivered_senders, v_bounced_campaigns, v_bounced_senders;
+    SELECT b.n + (SELECT count(*) FROM kept),
+           v_delivered_campaigns || b.delivered_campaigns, v_delivered_senders || b.delivered_senders,
+           v_bounced_campaigns || b.bounced_campaigns, v_bounced_senders || b.bounced_senders
+      INTO v_n, v_delivered_campaigns, v_delivered_senders, v_bounced_campaigns, v_bounced_senders
+    FROM (SELECT count(*) AS n,
+                 coalesce(array_agg(f.campaign_id) FILTER (WHERE f.sent OR f.bounced), '{}') AS delivered_campaigns,
+                 coalesce(array_agg(f.sender) FILTER (WHERE f.sent OR f.bounced), '{}') AS delivered_senders,
+                 coalesce(array_agg(f.campaign_id) FILTER (WHERE f.bounced), '{}') AS bounced_campaigns,
+                 coalesce(array_agg(f.sender) FILTER (WHERE f.bounced), '{}') AS bounced_senders
+          FROM (SELECT f.campaign_id, f.sender, f.outcome = 'sent' AS sent,
+                       f.outcome = 'failed' AND f.smtp_enhanced LIKE '5.1.%' AS bounced
+                FROM finished f) AS f) AS b;
     v_applied := v_applied + v_n;
   END LOOP;
 

@@ -7,9 +7,10 @@
 --
 -- - breaker_pending: the delivered mail of one report, counted per
 --   campaign and sender from the queue rows the report deleted (insert-only:
---   no row is shared, nothing is looked up). Folded into breaker_delivered by whoever evaluates a bad event,
---   by every 200th report, and by the pg_cron job
---   mailroom-breaker-fold every minute.
+--   no row is shared, nothing is looked up). Folded into breaker_delivered
+--   by whoever evaluates a bad event, by the report whose rows pass a
+--   multiple of 200, and by the pg_cron job mailroom-breaker-fold every
+--   minute.
 -- - breaker_delivered: folded delivered mail per campaign or sender, one
 --   row per backend that folded it (pg_backend_pid()). A backend runs one
 --   transaction at a time, so two folders never update one row. The

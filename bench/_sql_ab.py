@@ -1,0 +1,129 @@
+"""Ad hoc A/B of mailroom's SQL, for working on drain.py's "SQL alone"
+figure (not run by `make bench`: the leading underscore keeps bench/_run.py
+off it). Each mode loads a fresh queue of N mails (bench/_common.load_queued)
+and the limit's own table (drain.py) in a scratch database, and runs pgbench
+scripts (bench/*.pgbench, or a path); PRE=a.sql,b.sql runs SQL files in the
+database first (variant functions, settings), PRE_B the same for the second
+database of `databases`.
+
+  statements N SCRIPT...   each script alone, one client, synchronous_commit
+                           off: every statement's latency (pgbench -r), the
+                           CPU a statement costs. Put variants inside
+                           BEGIN ... ROLLBACK in one script so both meet the
+                           same moment of the machine.
+  interleaved N SCRIPT...  all scripts in one pgbench run (-f X@1 each), 4
+                           clients, synchronous_commit on: each script's mean
+                           latency and the first's / each, the same load on
+                           every side.
+  databases N ROUNDS SCRIPT  one script on two databases taking turns (B gets
+                           PRE_B), 4 clients, synchronous_commit on: B / A
+                           mails per second, round by round.
+
+    .venv/bin/python bench/_sql_ab.py interleaved 40000 limit.pgbench mailroom_sql.pgbench
+
+Figures of sql6 and brk6 in bench/RESULTS.md were taken with these modes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PGBENCH, PGBENCH_BATCH, ROOT, load_queued, pgbench_rate, scratch_database  # noqa: E402
+from drain import SEED_TABLE, load_seed_table  # noqa: E402
+
+
+def _script(name: str) -> str:
+    return name if "/" in name else str(ROOT / "bench" / name)
+
+
+def _prepare(conn, env: str) -> None:
+    conn.execute(SEED_TABLE.format(t="bench_limit"))
+    for f in filter(None, os.environ.get(env, "").split(",")):
+        conn.execute(Path(f).read_text())
+
+
+def _load(conn, n: int, script: str) -> None:
+    if Path(script).name == "limit.pgbench":
+        load_seed_table(conn, "bench_limit", n)
+    else:
+        load_queued(conn, n, Path(script).stem)
+
+
+def _pgbench(url: str, args: list[str]) -> str:
+    out = subprocess.run([PGBENCH, "-n", *args, url], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"pgbench failed:\n{out.stdout}\n{out.stderr}")
+    return out.stdout
+
+
+def statements(n: int, scripts: list[str]) -> None:
+    with scratch_database("mailroom_bench_sql_ab", synchronous_commit="off") as url, \
+            psycopg.connect(url, autocommit=True) as conn:
+        _prepare(conn, "PRE")
+        for s in scripts:
+            _load(conn, n, s)
+            out = _pgbench(url, ["-r", "-f", _script(s), "-t", str(n // PGBENCH_BATCH)])
+            print(s)
+            print("\n".join(line for line in out.splitlines() if line.startswith("    ") or "latency average" in line))
+
+
+def interleaved(n: int, scripts: list[str]) -> None:
+    with scratch_database("mailroom_bench_sql_ab", synchronous_commit="on") as url, \
+            psycopg.connect(url, autocommit=True) as conn:
+        _prepare(conn, "PRE")
+        load_seed_table(conn, "bench_limit", n)
+        load_queued(conn, 2 * n, "interleaved")
+        args = ["-r", "-c", "4", "-j", "4", "-t", str(n // PGBENCH_BATCH // 4 // 2)]
+        for s in scripts:
+            args += ["-f", _script(s) + "@1"]
+        latency = {}
+        for block in _pgbench(url, args).split("SQL script ")[1:]:
+            name = block.split(":", 1)[1].split("\n")[0].strip()
+            latency[name] = float(re.search(r"latency average = ([0-9.]+) ms", block).group(1))
+        first = next(iter(latency.values()))
+        for name, ms in latency.items():
+            print(f"{name:50} {ms:8.3f} ms   first / this {first / ms:5.2f}")
+
+
+def databases(n: int, rounds: int, script: str) -> None:
+    rates: dict[str, list[float]] = {"A": [], "B": []}
+    with ExitStack() as stack:
+        urls = {k: stack.enter_context(scratch_database(f"mailroom_bench_sql_ab_{k.lower()}", "on")) for k in rates}
+        for k, env in (("A", "PRE"), ("B", "PRE_B")):
+            with psycopg.connect(urls[k], autocommit=True) as conn:
+                _prepare(conn, env)
+        for r in range(rounds):
+            for k in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                with psycopg.connect(urls[k], autocommit=True) as conn:
+                    _load(conn, n, script)
+                rates[k].append(pgbench_rate(urls[k], os.path.relpath(_script(script), ROOT / "bench"), n))
+    pairs = [b / a for a, b in zip(rates["A"], rates["B"])]
+    print(f"A {statistics.median(rates['A']):.0f}/s, B {statistics.median(rates['B']):.0f}/s; "
+          f"B / A by round {' '.join(f'{p:.2f}' for p in pairs)}, median {statistics.median(pairs):.3f}")
+
+
+def main() -> int:
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "statements":
+        statements(int(args[0]), args[1:])
+    elif mode == "interleaved":
+        interleaved(int(args[0]), args[1:])
+    elif mode == "databases":
+        databases(int(args[0]), int(args[1]), args[2])
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -267,6 +267,7 @@ DECLARE
   v_snd_blocked text[] := '{}';
   v_dom_blocked text[] := '{}';
   v_paused_senders text[];               -- senders the circuit breaker paused (issue 16)
+  v_backlog     boolean;                 -- an active campaign's backlog is due (top it up)
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
@@ -282,11 +283,12 @@ BEGIN
     PERFORM mailroom._check_lease(p_lease);
   END IF;
 
-  -- Which budgets can matter for this claim, and which senders are paused:
-  -- one look at the small settings tables (one statement, not one each).
-  -- Without any budget the claim locks nothing but its rows, and claims
-  -- never wait for each other; paused senders are usually none, so the gate
-  -- costs nothing per candidate for them.
+  -- Which budgets can matter for this claim, which senders are paused and
+  -- whether a campaign may need its next chunk queued: one look at the
+  -- small settings tables (one statement, not one each). Without any budget
+  -- the claim locks nothing but its rows, and claims never wait for each
+  -- other; paused senders are usually none, so the gate costs nothing per
+  -- candidate for them; without a running campaign the top-up is not called.
   SELECT dflt.max_per_second, dflt.max_per_minute,
          dflt.max_per_second IS NOT NULL OR dflt.max_per_minute IS NOT NULL
            OR EXISTS (SELECT FROM mailroom.domain_limits d
@@ -294,9 +296,12 @@ BEGIN
          -- A domain's own row, even one without limits (exempt from the default), wins over '*'.
          EXISTS (SELECT FROM mailroom.domain_limits d WHERE d.domain <> '*'),
          snd.names, snd.lim_s, snd.lim_m,
-         ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp)
+         ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp),
+         -- (What _campaign_top_up walks, read once here.)
+         EXISTS (SELECT FROM mailroom.campaign_backlog b JOIN mailroom.campaigns k ON k.id = b.campaign_id
+                 WHERE k.status = 'active' AND b.not_before <= p_now)
     INTO v_def_second, v_def_minute, v_dom_limited, v_dom_own, v_snd_names, v_snd_lim_s, v_snd_lim_m,
-         v_paused_senders
+         v_paused_senders, v_backlog
   FROM (SELECT) AS one
   LEFT JOIN mailroom.domain_limits dflt ON dflt.domain = '*'
   CROSS JOIN LATERAL (
@@ -310,8 +315,11 @@ BEGIN
 
   -- Campaign mail is queued a chunk at a time (deploy/campaign_chunks.sql):
   -- queue the next chunk of a campaign running low before picking, so the
-  -- pick sees it.
-  PERFORM mailroom._campaign_top_up(p_now);
+  -- pick sees it. (A backlog that appears after the look above is the next
+  -- claim's to top up.)
+  IF v_backlog THEN
+    PERFORM mailroom._campaign_top_up(p_now);
+  END IF;
 
   v_want := p_limit;
   WHILE v_want > 0 AND v_round < 3 LOOP

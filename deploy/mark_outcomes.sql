@@ -88,6 +88,7 @@ DECLARE
   v_all_sent boolean := false;          -- every report says sent (the lean pass 1)
   v_twice    boolean := true;           -- an id may be there twice
   v_applied integer := 0;
+  v_fold    boolean;                    -- the lean pass's pending rows passed a multiple of 200
   v_n       integer;
   v_total   integer;
   -- Finished now, for the circuit breaker, one element per mail: the
@@ -237,10 +238,26 @@ BEGIN
         SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now, 'sent', 'sent', f.smtp_code,
                f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255), false, 'sent', f.last_error
         FROM finished f
+      ),
+      -- The circuit breaker's count of this delivered mail, as
+      -- _breaker_count_outcomes inserts it (one pending row per campaign
+      -- and sender), written here by the same statement: no call, and no
+      -- arrays of the mails' campaigns and senders to build.
+      counted AS (
+        INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
+        SELECT x.scope, x.key, count(*), p_now
+        FROM finished f
+        CROSS JOIN LATERAL (VALUES ('campaign', f.campaign_id::text), ('sender', f.sender)) AS x(scope, key)
+        WHERE x.key IS NOT NULL
+        GROUP BY x.scope, x.key
+        RETURNING id
       )
-      SELECT count(*), coalesce(array_agg(f.campaign_id), '{}'), coalesce(array_agg(f.sender), '{}')
-        INTO v_n, v_delivered_campaigns, v_delivered_senders
-      FROM finished f;
+      SELECT (SELECT count(*) FROM finished), (SELECT coalesce(bool_or(c.id % 200 = 0), false) FROM counted c)
+        INTO v_n, v_fold;
+      -- (The fold's turn as _breaker_count_outcomes takes it.)
+      IF v_fold THEN
+        PERFORM mailroom.breaker_fold();
+      END IF;
       v_applied := v_n;
       CONTINUE;
     END IF;

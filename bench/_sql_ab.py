@@ -8,9 +8,11 @@ database of `databases`.
 
   statements N SCRIPT...   each script alone, one client, synchronous_commit
                            off: every statement's latency (pgbench -r), the
-                           CPU a statement costs. Put variants inside
-                           BEGIN ... ROLLBACK in one script so both meet the
-                           same moment of the machine.
+                           CPU a statement costs. Put variants side by side
+                           in one script so all meet the same moment of the
+                           machine, and say CLAIMS=k for a script with k
+                           claims of 50 (else the queue runs dry and the
+                           later claims cost next to nothing).
   interleaved N SCRIPT...  all scripts in one pgbench run (-f X@1 each), 4
                            clients, synchronous_commit on: each script's mean
                            latency and the first's / each, the same load on
@@ -66,12 +68,15 @@ def _pgbench(url: str, args: list[str]) -> str:
 
 
 def statements(n: int, scripts: list[str]) -> None:
+    # A script with k claims of 50 (variants side by side) runs N / 50 / k
+    # times (CLAIMS=k), so that none of its claims finds the queue empty.
+    claims_per_run = int(os.environ.get("CLAIMS", "1"))
     with scratch_database("mailroom_bench_sql_ab", synchronous_commit="off") as url, \
             psycopg.connect(url, autocommit=True) as conn:
         _prepare(conn, "PRE")
         for s in scripts:
             _load(conn, n, s)
-            out = _pgbench(url, ["-r", "-f", _script(s), "-t", str(n // PGBENCH_BATCH)])
+            out = _pgbench(url, ["-r", "-f", _script(s), "-t", str(n // PGBENCH_BATCH // claims_per_run)])
             print(s)
             print("\n".join(line for line in out.splitlines() if line.startswith("    ") or "latency average" in line))
 

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(74);
+SELECT plan(77);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -202,6 +202,14 @@ SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-
   'mailroom: results[1].token: must be a UUID string', 'a token in braces');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e2b1a4a558f1e7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
   'mailroom: results[1].token: must be a UUID string', 'a token without hyphens');
+-- (Spellings the UUID type takes, which the whole-batch test casts to: its
+-- canonical text must still be what was sent, in any case.)
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c-1a3e-2b1a-4a55-8f1e-7d6c-1c1a-3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token with a hyphen after every four digits');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "{6f1c1a3e2b1a4a558f1e7d6c1c1a3e2b}", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token in braces without hyphens');
+SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 9223372036854775808, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}]')$$, '22023',
+  'mailroom: results[1].id: must be a positive integer', 'an id past the largest bigint');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b"}]')$$, '22023',
   'mailroom: results[1].outcome: missing', 'no outcome');
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": null}]')$$, '22023',

@@ -122,7 +122,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_check_send_rate(integer, integer)', '', 'invoker'),
   ('_check_setting(text, text)', '', 'invoker'),
   ('_claim_batch(text, integer, interval, text, timestamp with time zone)', '', 'definer'),
-  ('_claim_gate(text, text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
+  ('_claim_gate(text, text, text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
   ('_claim_refused(bigint[], uuid, text[], timestamp with time zone)', '', 'definer'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),

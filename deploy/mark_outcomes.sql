@@ -248,14 +248,15 @@ BEGIN
       -- The circuit breaker's count of this delivered mail, as
       -- _breaker_count_outcomes inserts it (one pending row per campaign
       -- and sender), written here by the same statement: no call, and no
-      -- arrays of the mails' campaigns and senders to build.
+      -- arrays of the mails' campaigns and senders to build. (Grouped by
+      -- sender and by campaign apart: one grouping of both through a
+      -- lateral VALUES cost this insert twice as much.)
       counted AS (
         INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
-        SELECT x.scope, x.key, count(*), p_now
-        FROM finished f
-        CROSS JOIN LATERAL (VALUES ('campaign', f.campaign_id::text), ('sender', f.sender)) AS x(scope, key)
-        WHERE x.key IS NOT NULL
-        GROUP BY x.scope, x.key
+        SELECT 'sender', f.sender, count(*), p_now FROM finished f GROUP BY f.sender
+        UNION ALL
+        SELECT 'campaign', f.campaign_id::text, count(*), p_now FROM finished f
+        WHERE f.campaign_id IS NOT NULL GROUP BY f.campaign_id
         RETURNING id
       )
       SELECT (SELECT count(*) FROM finished), (SELECT coalesce(bool_or(c.id % 200 = 0), false) FROM counted c)

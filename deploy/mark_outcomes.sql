@@ -245,12 +245,10 @@ BEGIN
                f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255), false, 'sent', f.last_error
         FROM finished f
       ),
-      -- The circuit breaker's count of this delivered mail, as
-      -- _breaker_count_outcomes inserts it (one pending row per campaign
-      -- and sender), written here by the same statement: no call, and no
-      -- arrays of the mails' campaigns and senders to build. (Grouped by
-      -- sender and by campaign apart: one grouping of both through a
-      -- lateral VALUES cost this insert twice as much.)
+      -- The circuit breaker's count of this delivered mail, the same
+      -- statement as _breaker_count_outcomes's (one pending row per
+      -- campaign and sender), written here: no call, and no arrays of the
+      -- mails' campaigns and senders to build.
       counted AS (
         INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
         SELECT 'sender', f.sender, count(*), p_now FROM finished f GROUP BY f.sender

@@ -17,6 +17,11 @@ database of `databases`.
                            clients, synchronous_commit on: each script's mean
                            latency and the first's / each, the same load on
                            every side.
+  alone N ROUNDS SCRIPT...  each script on its own, 4 clients, synchronous_commit
+                           on (as drain.py runs its pgbench sides), the scripts
+                           taking turns (mirrored every other round): each
+                           one's mails per second / the first's, round by
+                           round (the spread between rounds is the machine's).
   databases N ROUNDS SCRIPT  one script on two databases taking turns (B gets
                            PRE_B), 4 clients, synchronous_commit on: B / A
                            mails per second, round by round.
@@ -99,6 +104,22 @@ def interleaved(n: int, scripts: list[str]) -> None:
             print(f"{name:50} {ms:8.3f} ms   first / this {first / ms:5.2f}")
 
 
+def alone(n: int, rounds: int, scripts: list[str]) -> None:
+    rates: dict[str, list[float]] = {s: [] for s in scripts}
+    with scratch_database("mailroom_bench_sql_ab", synchronous_commit="on") as url, \
+            psycopg.connect(url, autocommit=True) as conn:
+        _prepare(conn, "PRE")
+        for r in range(rounds):
+            for s in scripts if r % 2 == 0 else scripts[::-1]:
+                _load(conn, n, s)
+                rates[s].append(pgbench_rate(url, os.path.relpath(_script(s), ROOT / "bench"), n))
+    first = rates[scripts[0]]
+    for s, got in rates.items():
+        ratios = [b / a for a, b in zip(first, got)]
+        print(f"{Path(s).name:28} {statistics.median(got):8.0f}/s  / first by round "
+              f"{' '.join(f'{x:.2f}' for x in ratios)}, median {statistics.median(ratios):.3f}")
+
+
 def databases(n: int, rounds: int, script: str) -> None:
     rates: dict[str, list[float]] = {"A": [], "B": []}
     with ExitStack() as stack:
@@ -122,6 +143,8 @@ def main() -> int:
         statements(int(args[0]), args[1:])
     elif mode == "interleaved":
         interleaved(int(args[0]), args[1:])
+    elif mode == "alone":
+        alone(int(args[0]), int(args[1]), args[2:])
     elif mode == "databases":
         databases(int(args[0]), int(args[1]), args[2])
     else:

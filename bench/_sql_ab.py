@@ -28,7 +28,7 @@ database of `databases`.
 
     .venv/bin/python bench/_sql_ab.py interleaved 40000 limit.pgbench mailroom_sql.pgbench
 
-Figures of sql6 and brk6 in bench/RESULTS.md were taken with these modes.
+Figures of sql6, brk6, sql7 and session 8 in bench/RESULTS.md were taken with these modes.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ def _load(conn, n: int, script: str) -> None:
         load_seed_table(conn, "bench_limit", n)
     else:
         load_queued(conn, n, Path(script).stem)
+
+
+def _rate(url: str, script: str, n: int) -> float:
+    """Mails per second of 4 pgbench clients running script until n are done."""
+    return pgbench_rate(url, os.path.relpath(_script(script), ROOT / "bench"), n)
 
 
 def _pgbench(url: str, args: list[str]) -> str:
@@ -112,7 +117,7 @@ def alone(n: int, rounds: int, scripts: list[str]) -> None:
         for r in range(rounds):
             for s in scripts if r % 2 == 0 else scripts[::-1]:
                 _load(conn, n, s)
-                rates[s].append(pgbench_rate(url, os.path.relpath(_script(s), ROOT / "bench"), n))
+                rates[s].append(_rate(url, s, n))
     first = rates[scripts[0]]
     for s, got in rates.items():
         ratios = [b / a for a, b in zip(first, got)]
@@ -131,7 +136,7 @@ def databases(n: int, rounds: int, script: str) -> None:
             for k in ("A", "B") if r % 2 == 0 else ("B", "A"):
                 with psycopg.connect(urls[k], autocommit=True) as conn:
                     _load(conn, n, script)
-                rates[k].append(pgbench_rate(urls[k], os.path.relpath(_script(script), ROOT / "bench"), n))
+                rates[k].append(_rate(urls[k], script, n))
     pairs = [b / a for a, b in zip(rates["A"], rates["B"])]
     print(f"A {statistics.median(rates['A']):.0f}/s, B {statistics.median(rates['B']):.0f}/s; "
           f"B / A by round {' '.join(f'{p:.2f}' for p in pairs)}, median {statistics.median(pairs):.3f}")

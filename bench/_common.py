@@ -251,14 +251,15 @@ def fill_history(conn, history: int, queued: int) -> None:
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
-                                       reported_at, reported, outcome, smtp_code, duplicate, finished_as)
+                                       reported_at, reported, outcome, smtp_code, duplicate, finished_as, finish_key)
         SELECT c.id, a, 'bench', gen_random_uuid(), h.t + (a - 1) * interval '1 minute',
                h.t + (a - 1) * interval '1 minute' + interval '1 second',
                h.t + (a - 1) * interval '1 minute' + interval '1 second',
                CASE WHEN a < h.attempts THEN 'retry' WHEN h.status = 'sent' THEN 'sent' ELSE 'failed' END,
                CASE WHEN a < h.attempts THEN 'retry' WHEN h.status = 'sent' THEN 'sent' ELSE 'failed' END,
                CASE WHEN a < h.attempts THEN 451 WHEN h.status = 'sent' THEN 250 ELSE 550 END, false,
-               CASE WHEN a = h.attempts THEN h.status END
+               CASE WHEN a = h.attempts THEN h.status END,
+               CASE WHEN a = h.attempts THEN 0 ELSE nextval('mailroom.attempts_id_seq') END
         FROM history h JOIN mailroom.contents c ON c.delivery_key = 'h-' || h.g,
              generate_series(1, h.attempts) a
         WHERE h.status <> 'cancelled'
@@ -273,9 +274,9 @@ def fill_history(conn, history: int, queued: int) -> None:
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
-                                       reported_at, reported, outcome, duplicate)
+                                       reported_at, reported, outcome, duplicate, finish_key)
         SELECT a.message_id, 1, 'ghost', gen_random_uuid(), a.claimed_at, a.claimed_at + interval '9 minutes',
-               a.claimed_at + interval '9 minutes', 'sent', 'stale', true
+               a.claimed_at + interval '9 minutes', 'sent', 'stale', true, nextval('mailroom.attempts_id_seq')
         FROM mailroom.attempts a WHERE a.finished_as = 'sent' AND a.message_id % 1000 = 7
         """)
     conn.execute(

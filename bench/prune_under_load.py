@@ -90,9 +90,9 @@ def fill(conn: psycopg.Connection, history: int, queued: int) -> None:
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
-                                       reported, outcome, smtp_code)
+                                       reported, outcome, smtp_code, finish_key)
         SELECT c.id, 1, 'bench', gen_random_uuid(), c.created_at - interval '1 minute', c.created_at - interval '59 seconds',
-               c.created_at - interval '59 seconds', 'retry', 'retry', 451
+               c.created_at - interval '59 seconds', 'retry', 'retry', 451, nextval('mailroom.attempts_id_seq')
         FROM mailroom.contents c WHERE c.id % 50 = 0
         """)
     # Recent history, to keep: finished yesterday.

@@ -172,7 +172,7 @@ def keep_awake(port: int) -> None:
 
 
 def finished(conn) -> int:
-    """Mail with its finishing ledger row: an index-only count (attempts_finished_idx)."""
+    """Mail with its finishing ledger row: an index-only count (attempts_finished_at_idx)."""
     return conn.execute("SELECT count(*) FROM mailroom.attempts WHERE finished_as IS NOT NULL").fetchone()[0]
 
 

@@ -7,7 +7,7 @@
 -- six B-tree insertions of a mail's claim and report. Every reader of it asks
 -- about one message at a time (mark_outcomes' duplicate probe, inspect,
 -- delivered_keys, review_queue, repeated_attempts, duplicate_deliveries,
--- delivery_metrics), and attempts_message_idx (message_id, lease_token)
+-- delivery_metrics), and the ledger's primary key (message_id, finish_key)
 -- answers that with the same one probe: a mail has a handful of ledger rows,
 -- filtered on reported as they are read. Dropping an index is instant even on
 -- a large ledger.

@@ -264,7 +264,7 @@ COMMENT ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint,
 
 -- Per campaign, from the tables (not the messages view): its contents rows
 -- by contents_campaign_idx, each one's live queue row by
--- primary key, or else its finishing ledger row by attempts_finished_idx.
+-- primary key, or else its finishing ledger row by the ledger's (message_id, 0).
 -- A mail with neither is not queued yet (deploy/campaign_chunks.sql): it
 -- counts as queued (as paused while the campaign is paused), due once the
 -- campaign's send_at has passed.

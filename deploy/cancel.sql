@@ -97,9 +97,9 @@ BEGIN
 
   -- Failed mail: the failed row stops being the finishing row (one
   -- statement) before the cancel's row becomes it (the next): at most one
-  -- finishing row per mail (attempts_finished_idx).
+  -- finishing row per mail (the ledger's primary key).
   WITH unfinished AS (
-    UPDATE mailroom.attempts f SET finished_as = NULL
+    UPDATE mailroom.attempts f SET finished_as = NULL, finish_key = f.id
     WHERE f.message_id = ANY (v_ids) AND f.finished_as = 'failed'
     RETURNING f.message_id, f.attempt, f.last_error
   )

@@ -15,8 +15,8 @@
 --   (queue_stats and campaign_summaries read it): backlog_count_off;
 --   a queue row belongs to a contents row: queue_without_contents;
 --   ledger rows belong to a contents row: ledger_without_contents.
--- (More than one finishing row per mail is impossible: attempts_finished_idx
--- is unique on message_id.)
+-- (More than one finishing row per mail is impossible: the ledger's primary
+-- key is (message_id, finish_key), and a finishing row's finish_key is 0.)
 --
 -- Cost: one statement, one snapshot, so a mail being finished concurrently
 -- is never half-seen. It reads contents, the queue and the ledger about

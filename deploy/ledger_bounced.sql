@@ -7,7 +7,7 @@
 -- diagnostic in smtp_enhanced / smtp_text, and no claim (claimed_at, worker,
 -- lease_token NULL) and no finished_as. The mail's finishing row stays as it
 -- was (it finished sent: the relay did take it), so the one finishing row per
--- mail (attempts_finished_idx) and integrity_problems() hold; the bounce is
+-- mail (the ledger's primary key) and integrity_problems() hold; the bounce is
 -- what the ledger adds, shown by inspect in order. It is not an attempt: the
 -- views and metrics that count attempts leave it out like cancelled and
 -- resolved rows (it has no claimed_at, so delivery_metrics' window never sees

@@ -315,7 +315,7 @@ BEGIN
     ledger AS (
       INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
                                      reported, outcome, smtp_code, smtp_enhanced, smtp_text, provider_id, duplicate,
-                                     finished_as, status_reason, last_error)
+                                     finished_as, status_reason, last_error, finish_key)
       SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now,
              f.outcome, f.outcome, f.smtp_code, f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255),
              f.outcome = 'sent' AND v_pass = 2
@@ -325,12 +325,13 @@ BEGIN
                   WHEN f.outcome = 'failed' THEN 'permanent failure'
                   ELSE 'attempts exhausted' END,
              CASE WHEN f.outcome = 'sent' THEN f.last_error
-                  ELSE left(concat_ws(' ', f.smtp_code, f.smtp_enhanced, f.detail), 1000) END
+                  ELSE left(concat_ws(' ', f.smtp_code, f.smtp_enhanced, f.detail), 1000) END,
+             0
       FROM finished f
       UNION ALL
       SELECT k.id, k.attempts, k.worker, k.token, k.claimed_at, p_now, p_now,
              k.outcome, k.outcome, k.smtp_code, k.smtp_enhanced, left(k.detail, 1000), left(k.provider_id, 255),
-             false, NULL, NULL, NULL
+             false, NULL, NULL, NULL, nextval('mailroom.attempts_id_seq')
       FROM kept k
     ),
     -- A hard bounce suppresses the address for all streams (stream NULL);
@@ -397,7 +398,9 @@ BEGIN
                              ELSE a.finished_as END,
         status_reason = CASE WHEN s.id IS NOT NULL OR (r.outcome = 'sent' AND a.finished_as = 'failed') THEN 'late outcome'
                              ELSE a.status_reason END,
-        last_error    = CASE WHEN s.id IS NOT NULL THEN s.last_error ELSE a.last_error END
+        last_error    = CASE WHEN s.id IS NOT NULL THEN s.last_error ELSE a.last_error END,
+        -- (A settled mail's row becomes its finishing row.)
+        finish_key    = CASE WHEN s.id IS NOT NULL THEN 0 ELSE a.finish_key END
     FROM r
     LEFT JOIN settled s ON s.id = r.id
     WHERE a.message_id = ANY (ARRAY[r.id]) AND a.lease_token = r.token AND a.reported IS NULL;

@@ -6,7 +6,7 @@
 -- v0.4: retention costs O(mail retired). A finished mail is its contents row
 -- and its ledger rows, one of them the finishing row; prune takes the
 -- oldest finishing rows through attempts_finished_at_idx, a batch at a time,
--- and deletes those mails' ledger rows (attempts_message_idx) and contents
+-- and deletes those mails' ledger rows (its primary key) and contents
 -- rows (primary key). The hot queue is never read or written: a finished
 -- mail has no queue row (integrity_problems() reports one that has both).
 -- Each batch starts where the last one ended (finished_at >= the last one

@@ -73,12 +73,13 @@ BEGIN
   ),
   ledger AS (
     INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, outcome,
-                                   finished_as, status_reason, last_error)
+                                   finished_as, status_reason, last_error, finish_key)
     SELECT f.id, f.attempts, f.worker, f.lease_token, f.claimed_at, p_now, 'expired',
-           'failed', 'attempts exhausted', 'lease expired (worker ' || coalesce(f.worker, '?') || ')'
+           'failed', 'attempts exhausted', 'lease expired (worker ' || coalesce(f.worker, '?') || ')', 0
     FROM failed f
     UNION ALL
-    SELECT m.id, m.attempts, m.worker, m.lease_token, m.claimed_at, p_now, 'expired', NULL, NULL, NULL
+    SELECT m.id, m.attempts, m.worker, m.lease_token, m.claimed_at, p_now, 'expired', NULL, NULL, NULL,
+           nextval('mailroom.attempts_id_seq')
     FROM moved m
   )
   SELECT (SELECT count(*) FROM failed) + (SELECT count(*) FROM moved) INTO v_reclaimed;

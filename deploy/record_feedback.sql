@@ -113,12 +113,13 @@ BEGIN
   CASE p_kind
     WHEN 'bounce' THEN
       IF v_mail.id IS NOT NULL THEN
-        INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, smtp_enhanced, smtp_text)
+        INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, smtp_enhanced, smtp_text, finish_key)
         SELECT v_mail.id,
                coalesce((SELECT max(a.attempt) FROM mailroom.attempts a WHERE a.message_id = v_mail.id),
                         (SELECT q.attempts FROM mailroom.queue q WHERE q.id = v_mail.id), 0),
                now(), 'bounced', p_status,
-               left(regexp_replace(coalesce(p_detail, ''), '[[:cntrl:]]+', ' ', 'g'), 1000);
+               left(regexp_replace(coalesce(p_detail, ''), '[[:cntrl:]]+', ' ', 'g'), 1000),
+               nextval('mailroom.attempts_id_seq');
       END IF;
       PERFORM mailroom.suppress(v_address, 'hard_bounce', v_note, p_stream => NULL);
     WHEN 'complaint' THEN

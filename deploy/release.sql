@@ -44,8 +44,10 @@ BEGIN
     RETURNING q.id, q.attempts + 1 AS attempt, q.worker, q.claimed_at
   ),
   ledger AS (
-    INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, outcome)
-    SELECT r.id, r.attempt, r.worker, p_token, r.claimed_at, greatest(p_now, r.claimed_at), 'released'
+    INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, outcome,
+                                   finish_key)
+    SELECT r.id, r.attempt, r.worker, p_token, r.claimed_at, greatest(p_now, r.claimed_at), 'released',
+           nextval('mailroom.attempts_id_seq')
     FROM returned r
   )
   SELECT count(*) INTO v_released FROM returned;

@@ -118,7 +118,7 @@ BEGIN
   unfinished AS (
     -- failed: its finishing row becomes a plain attempt row again ...
     UPDATE mailroom.attempts f
-    SET finished_as = NULL
+    SET finished_as = NULL, finish_key = f.id
     FROM eligible e
     WHERE f.message_id = e.id AND f.finished_as = 'failed'
     RETURNING f.message_id, f.last_error

@@ -3,10 +3,10 @@
 -- requires: split_messages
 
 -- v0.4: a key went out when its mail finished as sent (the finishing ledger
--- row, attempts_finished_idx) or a runner reported a successful send for it
--- (attempts_successful_idx), even under a lost lease while the mail is live.
+-- row) or a runner reported a successful send for it, even under a lost
+-- lease while the mail is live: both found by the ledger's primary key.
 -- The key itself is in contents: a lookup by delivery_key is one probe of
--- contents_delivery_key_unique and two of the ledger's partial indexes.
+-- contents_delivery_key_unique and one of the ledger's primary key.
 -- The state is the queue row's while the mail is live, else the finishing
 -- row's; sent_at is the finishing row's finished_at for mail that finished
 -- as sent. split_messages dropped the v0.3 view; this creates it again,

@@ -25,7 +25,7 @@ WITH per_message AS (
          c.recipient_id,
          t.*
   FROM mailroom.contents c
-  -- Each mail's attempts by key (attempts_message_idx; the aggregate
+  -- Each mail's attempts by key (the ledger's primary key; the aggregate
   -- subquery is never flattened into a join that hashes the whole ledger),
   -- so asking for one recipient reads contents and that recipient's rows.
   CROSS JOIN LATERAL (

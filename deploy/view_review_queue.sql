@@ -4,7 +4,7 @@
 
 -- v0.4: mail in review is live, so it is a queue row (status review); what
 -- it says comes from contents and its last attempt from the ledger (by
--- message, attempts_message_idx). Decisions without an attempt (cancelled,
+-- message, the ledger's primary key). Decisions without an attempt (cancelled,
 -- resolved rows) are not attempts. split_messages dropped the v0.3 view;
 -- this creates it again, same columns.
 

@@ -146,7 +146,12 @@ END $$;
 -- The ledger as v0.3 had it: decisions without an attempt were message state.
 DELETE FROM mailroom.attempts WHERE outcome IN ('cancelled', 'resolved');
 DELETE FROM mailroom.attempts a WHERE NOT EXISTS (SELECT FROM mailroom.messages m WHERE m.id = a.message_id);
-DROP INDEX mailroom.attempts_finished_idx;
+ALTER TABLE mailroom.attempts
+  DROP CONSTRAINT attempts_pkey,
+  DROP CONSTRAINT attempts_finish_key_valid,
+  DROP COLUMN finish_key,
+  ADD PRIMARY KEY (id);
+CREATE INDEX attempts_message_idx ON mailroom.attempts (message_id, lease_token);
 ALTER TABLE mailroom.attempts ADD COLUMN delivery_key text;
 UPDATE mailroom.attempts a SET delivery_key = m.delivery_key FROM mailroom.messages m WHERE m.id = a.message_id;
 ALTER TABLE mailroom.attempts

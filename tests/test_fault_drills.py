@@ -442,8 +442,9 @@ def test_the_lease_check_sees_two_leases_at_once(conn):
     conn.execute("SELECT count(*) FROM mailroom.claim_batch('first', 1, '1 minute')")
     assert conn.execute(OVERLAPPING_LEASES).fetchall() == []
     # What a broken claim would leave behind: another attempt while the first is in flight.
-    conn.execute("""INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at)
-                    SELECT id, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second'
+    conn.execute("""INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finish_key)
+                    SELECT id, 2, 'second', gen_random_uuid(), claimed_at + interval '1 second',
+                           nextval('mailroom.attempts_id_seq')
                     FROM mailroom.queue WHERE status = 'sending'""")
     assert len(conn.execute(OVERLAPPING_LEASES).fetchall()) == 1
 

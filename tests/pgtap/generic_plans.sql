@@ -52,7 +52,7 @@ SELECT 1000000000 + g, 1, now(), 'cancelled', 'cancelled', 'cancelled' FROM gene
 CREATE TEMP TABLE before AS
 SELECT pg_temp.entries_read('mailroom.queue_pkey') AS queue_pkey,
        pg_temp.entries_read('mailroom.contents_pkey') AS contents_pkey,
-       pg_temp.entries_read('mailroom.attempts_message_idx') AS attempts_message_idx;
+       pg_temp.entries_read('mailroom.attempts_pkey') AS attempts_pkey;
 
 -- 3. The same session claims 50, reports them (one under a lease it does
 --    not hold) and reclaims what it leased: each reads about its own rows.
@@ -65,7 +65,7 @@ SELECT cmp_ok(pg_temp.entries_read('mailroom.contents_pkey') - (SELECT contents_
 
 UPDATE before SET queue_pkey = pg_temp.entries_read('mailroom.queue_pkey'),
                   contents_pkey = pg_temp.entries_read('mailroom.contents_pkey'),
-                  attempts_message_idx = pg_temp.entries_read('mailroom.attempts_message_idx');
+                  attempts_pkey = pg_temp.entries_read('mailroom.attempts_pkey');
 SELECT is(mailroom.mark_outcomes(
   (SELECT jsonb_agg(jsonb_build_object('id', id, 'token', CASE WHEN n = 1 THEN gen_random_uuid() ELSE lease_token END,
                                        'outcome', CASE WHEN n <= 25 THEN 'sent' ELSE 'retry' END))
@@ -73,8 +73,8 @@ SELECT is(mailroom.mark_outcomes(
   49, 'the 49 reports under a live lease are applied');
 SELECT cmp_ok(pg_temp.entries_read('mailroom.queue_pkey') - (SELECT queue_pkey FROM before), '<', 1000::bigint,
   'a report of 50 planned on an empty queue reads about its own entries of the queue''s primary key');
-SELECT cmp_ok(pg_temp.entries_read('mailroom.attempts_message_idx') - (SELECT attempts_message_idx FROM before), '<', 1000::bigint,
-  '... and of the ledger''s message index (the second pass and the late report included)');
+SELECT cmp_ok(pg_temp.entries_read('mailroom.attempts_pkey') - (SELECT attempts_pkey FROM before), '<', 1000::bigint,
+  '... and of the ledger''s primary key (the second pass and the late report included)');
 
 UPDATE before SET queue_pkey = pg_temp.entries_read('mailroom.queue_pkey');
 SELECT is(mailroom._reclaim(1000, now() + interval '1 day'), 1, 'the one lease still held expires');

@@ -29,9 +29,9 @@ INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous) VALUES (pg_t
 -- a queue row without contents.
 INSERT INTO mailroom.queue (id, sender, max_attempts, on_ambiguous) VALUES (900000001, 'default', 5, 'retry');
 -- ledger rows without contents: a live mail's attempt, and a finished mail whose contents went.
-INSERT INTO mailroom.attempts (message_id, attempt, worker, claimed_at, finished_at, outcome)
-VALUES (900000002, 1, 'w', '2030-01-01Z', '2030-01-01 00:01Z', 'retry'),
-       (900000002, 2, 'w', '2030-01-01 00:02Z', '2030-01-01 00:03Z', 'retry');
+INSERT INTO mailroom.attempts (message_id, attempt, worker, claimed_at, finished_at, outcome, finish_key)
+VALUES (900000002, 1, 'w', '2030-01-01Z', '2030-01-01 00:01Z', 'retry', nextval('mailroom.attempts_id_seq')),
+       (900000002, 2, 'w', '2030-01-01 00:02Z', '2030-01-01 00:03Z', 'retry', nextval('mailroom.attempts_id_seq'));
 CREATE TEMP TABLE orphan AS SELECT pg_temp.t_id('orphan-ledger') AS id;
 DELETE FROM mailroom.contents WHERE id = (SELECT id FROM orphan);
 -- ids of a campaign and a schedule that do not exist (contents has no foreign keys).
@@ -60,7 +60,7 @@ SELECT is((SELECT count(*)::int FROM mailroom.integrity_problems() WHERE message
   0, 'the healthy mails are not listed');
 SELECT throws_ok($$INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as)
                    VALUES (pg_temp.t_id('sent'), 1, now(), 'resolved', 'sent')$$,
-  '23505', NULL, 'a second finishing row is refused by attempts_finished_idx (so the check has no case for it)');
+  '23505', NULL, 'a second finishing row is refused by the ledger''s primary key (so the check has no case for it)');
 
 SET LOCAL ROLE mailroom_operator;
 SELECT is((SELECT count(*)::int FROM mailroom.integrity_problems()), 7, 'an operator runs it');

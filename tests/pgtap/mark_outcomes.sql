@@ -130,7 +130,7 @@ SELECT results_eq($$SELECT reported, outcome, finished_at, reported_at FROM mail
 -- would) and sent again.
 INSERT INTO mailroom.queue (id, run_at, sender, attempts, max_attempts, on_ambiguous, updated_at)
 SELECT c.id, '2030-01-01Z', c.sender, 2, 5, 'retry', '2030-01-01 02:00Z' FROM mailroom.contents c WHERE c.delivery_key = 'amb-retry';
-UPDATE mailroom.attempts SET finished_as = NULL WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+UPDATE mailroom.attempts SET finished_as = NULL, finish_key = id WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry') AND finished_as IS NOT NULL;
 CREATE TEMP TABLE c3 AS SELECT * FROM mailroom._claim_batch('w2', 1, '5 minutes', NULL, '2030-01-01 02:00Z');
 SELECT is((SELECT attempt FROM c3), 3, 'the third attempt of amb-retry is claimed');
 SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:01Z') FROM c3;
@@ -141,7 +141,7 @@ SELECT results_eq($$SELECT count(*)::int, count(*) FILTER (WHERE duplicate)::int
 -- next success is attempt 1 again, and still flagged.
 INSERT INTO mailroom.queue (id, run_at, sender, attempts, max_attempts, on_ambiguous, status_reason, updated_at)
 SELECT c.id, '2030-01-01Z', c.sender, 0, 5, 'retry', 'operator retry', '2030-01-01 02:10Z' FROM mailroom.contents c WHERE c.delivery_key = 'amb-retry';
-UPDATE mailroom.attempts SET finished_as = NULL WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry');
+UPDATE mailroom.attempts SET finished_as = NULL, finish_key = id WHERE message_id = (SELECT id FROM mailroom.contents WHERE delivery_key = 'amb-retry') AND finished_as IS NOT NULL;
 CREATE TEMP TABLE c4 AS SELECT * FROM mailroom._claim_batch('w3', 1, '5 minutes', NULL, '2030-01-01 02:10Z');
 SELECT mailroom._mark_outcomes(jsonb_build_array(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')), '2030-01-01 02:11Z') FROM c4;
 SELECT results_eq($$SELECT a.attempt, a.duplicate FROM mailroom.attempts a JOIN c4 ON c4.id = a.message_id AND c4.lease_token = a.lease_token$$,

@@ -7,7 +7,7 @@ SELECT has_view('mailroom', 'messages', 'mailroom.messages is the read model');
 SELECT hasnt_table('mailroom', 'messages', 'and no longer a table');
 SELECT has_column('mailroom', 'attempts', 'finished_as', 'the ledger says which row finished a mail');
 SELECT hasnt_column('mailroom', 'attempts', 'delivery_key', 'the key is the content''s (one copy)');
-SELECT has_index('mailroom', 'attempts', 'attempts_finished_idx', ARRAY['message_id'], 'one finishing row per mail');
+SELECT col_is_pk('mailroom', 'attempts', ARRAY['message_id', 'finish_key'], 'one finishing row per mail (finish_key 0), found by message');
 
 SELECT mailroom.enqueue('live@example.com', 's', 'b', p_delivery_key => 'sm-live');
 INSERT INTO mailroom.suppressions (address_key, address, reason) VALUES ('gone@example.com', 'gone@example.com', 'manual');

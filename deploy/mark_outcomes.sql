@@ -85,10 +85,9 @@ DECLARE
   v_index   bigint;
   v_problem text;
   v_suspect boolean;
-  v_all_sent boolean := false;          -- every report says sent (the lean pass 1)
   v_twice    boolean := true;           -- an id may be there twice
   v_applied integer := 0;
-  v_fold    boolean;                    -- the lean pass's pending rows passed a multiple of 200
+  v_fold    boolean;                    -- the lean statement's pending rows passed a multiple of 200
   v_n       integer;
   v_total   integer;
   -- Finished now, for the circuit breaker, one element per mail: the
@@ -108,9 +107,85 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  -- Nearly every batch is well formed, and naming the element and the
-  -- problem costs a look at every field of every element (about a tenth of
-  -- a report's time). So two whole-batch tests come first. One jsonpath
+  -- The lean statement: a delivered first attempt reported on its live
+  -- lease (nearly every report) finishes with one read of the batch. The
+  -- reports are read into the types they are stored as, and a report is
+  -- applied here only if it is exactly what the checks further down accept
+  -- and says sent: the id a JSON integer of at most 18 digits (an id that is
+  -- a string, or not an integer, fails its cast), the token a UUID in its
+  -- canonical spelling, the SMTP code a JSON integer from 200 to 599, the
+  -- enhanced status in its pattern, detail and provider_id JSON strings.
+  -- A cast that fails (a report that is no object, a token that is no UUID,
+  -- a code that is a string) undoes the statement, and the rest of the
+  -- function reads the batch again: it names the element and the problem,
+  -- or applies what the lean statement may not (other outcomes, later
+  -- attempts, lost leases). What it applied stays applied and counts; an
+  -- error raised further down undoes it with the rest of the call. The
+  -- whole-batch checks used to come first and cost a report of 50 more
+  -- than its ledger rows did (bench/RESULTS.md).
+  BEGIN
+    WITH r AS (
+      SELECT r.id::text::bigint AS id, r.token::uuid AS token, r.smtp_code::text::integer AS smtp_code,
+             r.smtp_enhanced, r.detail #>> '{}' AS detail, r.provider_id #>> '{}' AS provider_id
+      FROM jsonb_to_recordset(p_results) AS r(id json, token text, outcome text, smtp_code json, smtp_enhanced text,
+                                               detail json, provider_id json)
+      WHERE r.outcome = 'sent'
+        AND r.id::text::bigint BETWEEN 0 AND 999999999999999999
+        AND r.token::uuid::text = r.token
+        AND (r.smtp_code IS NULL OR r.smtp_code::text::integer BETWEEN 200 AND 599)
+        AND (r.smtp_enhanced IS NULL OR r.smtp_enhanced ~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$')
+        AND (r.detail IS NULL OR left(r.detail::text, 1) = '"')
+        AND (r.provider_id IS NULL OR left(r.provider_id::text, 1) = '"')
+    ),
+    -- (The id matched as q.id = ANY (ARRAY[r.id]), not q.id = r.id: see the
+    -- general statement below.)
+    finished AS (
+      DELETE FROM mailroom.queue q
+      USING r
+      WHERE q.id = ANY (ARRAY[r.id]) AND q.lease_token = r.token AND q.leased_until IS NOT NULL
+        AND q.attempts = 1 AND q.status_reason IS NULL
+      RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, q.sender, q.campaign_id, r.token,
+                r.smtp_code, r.smtp_enhanced, r.detail, r.provider_id
+    ),
+    ledger AS (
+      INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
+                                     reported, outcome, smtp_code, smtp_enhanced, smtp_text, provider_id, duplicate,
+                                     finished_as, last_error)
+      SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now, 'sent', 'sent', f.smtp_code,
+             f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255), false, 'sent', f.last_error
+      FROM finished f
+    ),
+    -- The circuit breaker's count of this delivered mail, the same
+    -- statement as _breaker_count_outcomes's (one pending row per
+    -- campaign and sender), written here: no call, and no arrays of the
+    -- mails' campaigns and senders to build.
+    counted AS (
+      INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
+      SELECT 'sender', f.sender, count(*), p_now FROM finished f GROUP BY f.sender
+      UNION ALL
+      SELECT 'campaign', f.campaign_id::text, count(*), p_now FROM finished f
+      WHERE f.campaign_id IS NOT NULL GROUP BY f.campaign_id
+      RETURNING id
+    )
+    SELECT (SELECT count(*) FROM finished), (SELECT coalesce(bool_or(c.id % 200 = 0), false) FROM counted c)
+      INTO v_applied, v_fold;
+  EXCEPTION WHEN data_exception THEN
+    v_applied := 0;
+    v_fold := false;
+  END;
+  -- (The fold's turn as _breaker_count_outcomes takes it.)
+  IF v_fold THEN
+    PERFORM mailroom.breaker_fold();
+  END IF;
+  v_total := jsonb_array_length(p_results);
+  IF v_applied = v_total THEN
+    RETURN v_applied;
+  END IF;
+
+  -- The rest of the batch: it is checked whole before anything more is
+  -- applied. Most such batches are well formed too (a retry among sent
+  -- mail), and naming the element and the problem costs a look at every
+  -- field of every element. So two whole-batch tests come first. One jsonpath
   -- for the elements and the JSON types of the keys every element has
   -- (strict: an element that is itself an array is not unwrapped; a
   -- missing key leaves the test unknown rather than failed, and the second
@@ -137,9 +212,8 @@ BEGIN
              OR jsonb_typeof(r.smtp_code) <> 'number' OR r.smtp_code::text !~ '^[2-5][0-9][0-9]$'
              OR jsonb_typeof(r.smtp_enhanced) <> 'string' OR r.smtp_enhanced #>> '{}' !~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$'
              OR jsonb_typeof(r.detail) <> 'string' OR jsonb_typeof(r.provider_id) <> 'string'), false),
-             coalesce(bool_and(r.outcome = 'sent'), true),
              count(DISTINCT r.id) < count(*)
-        INTO v_suspect, v_all_sent, v_twice
+        INTO v_suspect, v_twice
       FROM jsonb_to_recordset(p_results)
         AS r(id bigint, token text, outcome text, smtp_code jsonb, smtp_enhanced jsonb, detail jsonb, provider_id jsonb);
     EXCEPTION WHEN data_exception THEN
@@ -199,8 +273,6 @@ BEGIN
       RAISE EXCEPTION 'mailroom: results: id % appears more than once', v_problem USING ERRCODE = '22023';
     END IF;
   END IF;
-  v_total := jsonb_array_length(p_results);
-
   -- Pass 1 applies the reports of the first claim of fresh mail; pass 2,
   -- only if some report is left, first locks the queue rows of all (in id
   -- order, so batches cannot deadlock) and then applies the live ones with
@@ -219,52 +291,6 @@ BEGIN
         AND a.finished_as IS NOT NULL
       ORDER BY a.message_id
       FOR UPDATE;
-    END IF;
-
-    IF v_pass = 1 AND v_all_sent THEN
-      -- Every report says sent (nearly every batch): the statement below
-      -- with only what a delivered first attempt needs, no re-queue, no
-      -- suppression and no outcome to tell apart.
-      WITH r AS (
-        SELECT * FROM jsonb_to_recordset(p_results) AS r(id bigint, token uuid, smtp_code integer, smtp_enhanced text,
-                                                           detail text, provider_id text)
-      ),
-      finished AS (
-        DELETE FROM mailroom.queue q
-        USING r
-        WHERE q.id = ANY (ARRAY[r.id]) AND q.lease_token = r.token AND q.leased_until IS NOT NULL
-          AND q.attempts = 1 AND q.status_reason IS NULL
-        RETURNING q.id, q.attempts, q.worker, q.claimed_at, q.last_error, q.sender, q.campaign_id, r.token,
-                  r.smtp_code, r.smtp_enhanced, r.detail, r.provider_id
-      ),
-      ledger AS (
-        INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at, reported_at,
-                                       reported, outcome, smtp_code, smtp_enhanced, smtp_text, provider_id, duplicate,
-                                       finished_as, last_error)
-        SELECT f.id, f.attempts, f.worker, f.token, f.claimed_at, p_now, p_now, 'sent', 'sent', f.smtp_code,
-               f.smtp_enhanced, left(f.detail, 1000), left(f.provider_id, 255), false, 'sent', f.last_error
-        FROM finished f
-      ),
-      -- The circuit breaker's count of this delivered mail, the same
-      -- statement as _breaker_count_outcomes's (one pending row per
-      -- campaign and sender), written here: no call, and no arrays of the
-      -- mails' campaigns and senders to build.
-      counted AS (
-        INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
-        SELECT 'sender', f.sender, count(*), p_now FROM finished f GROUP BY f.sender
-        UNION ALL
-        SELECT 'campaign', f.campaign_id::text, count(*), p_now FROM finished f
-        WHERE f.campaign_id IS NOT NULL GROUP BY f.campaign_id
-        RETURNING id
-      )
-      SELECT (SELECT count(*) FROM finished), (SELECT coalesce(bool_or(c.id % 200 = 0), false) FROM counted c)
-        INTO v_n, v_fold;
-      -- (The fold's turn as _breaker_count_outcomes takes it.)
-      IF v_fold THEN
-        PERFORM mailroom.breaker_fold();
-      END IF;
-      v_applied := v_n;
-      CONTINUE;
     END IF;
 
     WITH r AS (

@@ -1,6 +1,6 @@
 -- Tests for mailroom:mark_outcomes (and mark_outcome, which forwards to it)
 BEGIN;
-SELECT plan(77);
+SELECT plan(81);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -153,7 +153,13 @@ SELECT is((SELECT count(*)::int FROM mailroom._claim_batch('w9', 10, '1 minute',
 SELECT results_eq($$SELECT status, status_reason FROM mailroom.messages WHERE delivery_key = 'bounce-later'$$,
   $$VALUES ('cancelled'::text, 'suppressed'::text)$$, '... the gate cancels it');
 
--- Bad input: refused whole, nothing written.
+-- Bad input: refused whole, nothing written. (Two mails with live leases:
+-- a report of them that the lean statement applies is undone with the
+-- rest of the call when another report of the batch is refused.)
+SELECT mailroom.enqueue('undo' || g || '@example.com', 'Hi', 'B', p_delivery_key => 'lean-undo-' || g,
+                        p_send_at => '2030-03-01Z', p_sender => 'undo')
+FROM generate_series(1, 2) g;
+CREATE TEMP TABLE undo AS SELECT * FROM mailroom._claim_batch('w-undo', 2, '5 minutes', 'undo', '2030-03-01 00:01Z');
 CREATE TEMP TABLE before_errors AS SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL) AS reported,
   (SELECT string_agg(status, ',' ORDER BY id) FROM mailroom.messages) AS statuses;
 SELECT throws_ok($$SELECT mailroom.mark_outcomes('{"id": 1}')$$, '22023',
@@ -238,9 +244,26 @@ SELECT throws_ok($$SELECT mailroom.mark_outcomes('[{"id": 2, "token": "6f1c1a3e-
   'mailroom: results[1]: must be an object', 'an element that is a string');
 SELECT throws_ok($$SELECT mailroom.mark_outcome(1, gen_random_uuid(), 'bounced')$$, '22023',
   'mailroom: outcome: unknown outcome "bounced" (expected sent, retry, failed or ambiguous)', 'mark_outcome: unknown word');
+SELECT throws_ok(format($$SELECT mailroom.mark_outcomes('[{"id": %s, "token": "%s", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3ezz", "outcome": "sent"}]')$$,
+                        (SELECT id FROM undo WHERE delivery_key = 'lean-undo-1'), (SELECT lease_token FROM undo LIMIT 1)), '22023',
+  'mailroom: results[1].token: must be a UUID string', 'a token that is no UUID, beside a report the lean statement could apply');
+SELECT throws_ok(format($$SELECT mailroom.mark_outcomes('[{"id": %s, "token": "%s", "outcome": "sent"}, {"id": 1, "token": "6f1c1a3e-2b1a-4a55-8f1e-7d6c1c1a3e2b", "outcome": "delivered"}]')$$,
+                        (SELECT id FROM undo WHERE delivery_key = 'lean-undo-1'), (SELECT lease_token FROM undo LIMIT 1)), '22023',
+  'mailroom: results[1].outcome: unknown outcome "delivered" (expected sent, retry, failed or ambiguous)',
+  'an unknown outcome after a report the lean statement applied');
+SELECT throws_ok(format($$SELECT mailroom.mark_outcomes('[{"id": %1$s, "token": "%2$s", "outcome": "sent"}, {"id": %1$s, "token": "%2$s", "outcome": "sent"}]')$$,
+                        (SELECT id FROM undo WHERE delivery_key = 'lean-undo-2'), (SELECT lease_token FROM undo LIMIT 1)), '22023',
+  format('mailroom: results: id %s appears more than once', (SELECT id FROM undo WHERE delivery_key = 'lean-undo-2')),
+  'one mail reported twice as sent (the lean statement applies it once)');
 SELECT results_eq($$SELECT (SELECT count(*) FROM mailroom.attempts WHERE reported IS NOT NULL),
                            (SELECT string_agg(status, ',' ORDER BY id) FROM mailroom.messages)$$,
   $$SELECT reported, statuses FROM before_errors$$, 'refused calls changed no message and no ledger row');
+-- A token in capitals names the same lease: the lean statement leaves it
+-- (it takes the canonical spelling only) and the general one applies it.
+SELECT is(mailroom._mark_outcomes(jsonb_build_array(
+            jsonb_build_object('id', id, 'token', upper(lease_token::text), 'outcome', 'sent')), '2030-03-01 00:02Z'),
+          1, 'a token in capitals is applied')
+FROM undo WHERE delivery_key = 'lean-undo-1';
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -69,9 +69,12 @@ DROP FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz);
 
 -- The gate's verdict for one mail, from its content row. Plain SQL without
 -- SECURITY DEFINER or SET, so that the planner inlines it into the claim:
--- three key lookups (suppressions, and campaigns or schedules when the mail
--- has one; none for a mail without, as the joins' conditions say first)
--- and the window function only for mail with a window. A suppression holds
+-- one key lookup in suppressions, and for campaign or schedule mail one in
+-- campaigns or schedules and the window function for mail with a window.
+-- That part is a subquery kept apart (OFFSET 0), so its condition, that the
+-- mail has a campaign or a schedule, is tested once per mail before any
+-- lookup: as joins, each pick paid two index scans with a NULL key (about
+-- a fifth of the gate). A suppression holds
 -- for all streams (stream NULL) or for the mail's stream: still one probe
 -- of suppressions_address_stream_unique by address_key, reading that
 -- address's few scopes (an EXISTS, so two scopes make no second row).
@@ -100,25 +103,33 @@ AS $$
                                                      THEN mailroom._address_key(p_to_address)
                                                    ELSE split_part(p_to_address, '@', 1) || '@' || p_to_domain END
                           AND (s.stream IS NULL OR s.stream = p_stream)) THEN 'suppressed'
-           WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
-           WHEN k.status = 'paused' THEN 'paused'
-           WHEN NOT sc.active THEN 'schedule_inactive'
-           WHEN w.opens_at > p_now THEN 'window'
-           ELSE 'claim'
+           ELSE coalesce(h.verdict, 'claim')
          END,
-         w.opens_at
+         coalesce(h.opens_at, p_now)
   FROM (SELECT) AS one
-  LEFT JOIN mailroom.campaigns k ON p_campaign_id IS NOT NULL AND k.id = p_campaign_id
-  LEFT JOIN mailroom.schedules sc ON p_schedule_id IS NOT NULL AND sc.id = p_schedule_id
-  CROSS JOIN LATERAL (
+  LEFT JOIN LATERAL (
     SELECT CASE
-             WHEN k.window_start IS NOT NULL
-               THEN mailroom._window_open(coalesce(p_recipient_zone, k.time_zone), k.window_start, k.window_end, p_now)
-             WHEN sc.window_start IS NOT NULL
-               THEN mailroom._window_open(coalesce(p_recipient_zone, sc.time_zone), sc.window_start, sc.window_end, p_now)
-             ELSE p_now
-           END AS opens_at
-  ) AS w
+             WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
+             WHEN k.status = 'paused' THEN 'paused'
+             WHEN NOT sc.active THEN 'schedule_inactive'
+             WHEN w.opens_at > p_now THEN 'window'
+           END AS verdict,
+           w.opens_at
+    FROM (SELECT) AS one
+    LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
+    LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id
+    CROSS JOIN LATERAL (
+      SELECT CASE
+               WHEN k.window_start IS NOT NULL
+                 THEN mailroom._window_open(coalesce(p_recipient_zone, k.time_zone), k.window_start, k.window_end, p_now)
+               WHEN sc.window_start IS NOT NULL
+                 THEN mailroom._window_open(coalesce(p_recipient_zone, sc.time_zone), sc.window_start, sc.window_end, p_now)
+               ELSE p_now
+             END AS opens_at
+    ) AS w
+    WHERE p_campaign_id IS NOT NULL OR p_schedule_id IS NOT NULL
+    OFFSET 0
+  ) AS h ON true
 $$;
 ALTER FUNCTION mailroom._claim_gate(text, text, text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
@@ -463,10 +474,12 @@ BEGIN
     -- 5. The gate and the claim, one statement, for the picks (all the
     --    candidates when no budget is in play): each pick's verdict from its
     --    content row; the ones the gate lets go are leased and returned with
-    --    their content. (The picks are locked by this transaction, so the
-    --    statement names no status: a condition the planner could match to a
-    --    partial index might lead a cached plan to walk that index instead
-    --    of looking up each pick by key.)
+    --    their content, in the order they were picked: the picks drive every
+    --    join (each a lookup of its row by key), so no sort is needed (one
+    --    cost a claim of 50 about 3 % of its CPU). (The picks are locked by
+    --    this transaction, so the statement names no status: a condition the
+    --    planner could match to a partial index might lead a cached plan to
+    --    walk that index instead of looking up each pick by key.)
     RETURN QUERY
     -- (MATERIALIZED: each verdict worked out once; folded into the UPDATE
     -- the planner evaluated the gate's suppression probe twice per pick.)
@@ -491,13 +504,12 @@ BEGIN
         AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
       RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
                 g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
-                q.on_ambiguous, q.priority, q.run_at, g.stream
+                q.on_ambiguous, g.stream
     )
     SELECT c.id, c.lease_token, c.leased_until, c.delivery_key, c.attempts, c.max_attempts,
            c.sender, c.to_address, c.subject, c.body_text, c.body_html, c.headers,
            c.template_key, c.template_vars, c.on_ambiguous, c.stream
-    FROM claimed c
-    ORDER BY c.priority DESC, c.run_at, c.id;
+    FROM claimed c;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_want := v_want - v_n;
 

@@ -14,7 +14,11 @@
 --   backlog_of_closed_campaign; its count of mail not queued yet is right
 --   (queue_stats and campaign_summaries read it): backlog_count_off;
 --   a queue row belongs to a contents row: queue_without_contents;
---   ledger rows belong to a contents row: ledger_without_contents.
+--   ledger rows belong to a contents row: ledger_without_contents;
+--   queue and ledger rows hold values their writers write (the checks a
+--   claim or a report would pay on every row: see table_queue and
+--   attempts_value_checks_dropped): queue_value_unknown,
+--   ledger_value_unknown.
 -- (More than one finishing row per mail is impossible: the ledger's primary
 -- key is (message_id, finish_key), and a finishing row's finish_key is 0.)
 --
@@ -87,6 +91,27 @@ AS $$
   WHERE NOT EXISTS (SELECT FROM mailroom.contents c WHERE c.id = a.message_id)
   GROUP BY a.message_id
   UNION ALL
+  SELECT 'queue_value_unknown', q.id,
+         format('status %s, priority %s, attempts %s of %s, on_ambiguous %s: not what the functions write',
+                q.status, q.priority, q.attempts, q.max_attempts, q.on_ambiguous)
+  FROM mailroom.queue q
+  WHERE q.status NOT IN ('queued', 'sending', 'paused', 'review') OR q.priority NOT BETWEEN -100 AND 100
+     OR q.attempts < 0 OR q.max_attempts NOT BETWEEN 1 AND 100 OR q.on_ambiguous NOT IN ('retry', 'review')
+  UNION ALL
+  SELECT 'ledger_value_unknown', a.message_id,
+         format('ledger row %s: outcome %s, reported %s, finished_as %s, smtp_code %s, smtp_enhanced %s, '
+                'smtp_text of %s characters, provider_id of %s: not what the functions write',
+                a.id, coalesce(a.outcome, 'none'), coalesce(a.reported, 'none'), coalesce(a.finished_as, 'none'),
+                coalesce(a.smtp_code::text, 'none'), coalesce(a.smtp_enhanced, 'none'),
+                coalesce(length(a.smtp_text), 0), coalesce(length(a.provider_id), 0))
+  FROM mailroom.attempts a
+  WHERE a.outcome NOT IN ('sent', 'retry', 'failed', 'ambiguous', 'expired', 'stale', 'released', 'cancelled',
+                          'resolved', 'bounced')
+     OR a.reported NOT IN ('sent', 'retry', 'failed', 'ambiguous')
+     OR a.finished_as NOT IN ('sent', 'failed', 'cancelled') OR (a.finished_as IS NOT NULL AND a.outcome IS NULL)
+     OR a.smtp_code NOT BETWEEN 200 AND 599 OR a.smtp_enhanced !~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$'
+     OR length(a.smtp_text) > 1000 OR length(a.provider_id) > 255
+  UNION ALL
   SELECT 'unknown_campaign', c.id, format('campaign_id %s has no campaign', c.campaign_id)
   FROM mailroom.contents c
   WHERE c.campaign_id IS NOT NULL
@@ -102,6 +127,6 @@ ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.integrity_problems() IS
-  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, queue_campaign_differs (the queue row''s copy of the campaign is not its contents''), ledger_without_contents, unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, queue_campaign_differs (the queue row''s copy of the campaign is not its contents''), ledger_without_contents, queue_value_unknown and ledger_value_unknown (values no function writes: the checks a claim or a report would pay on every row), unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
 
 COMMIT;

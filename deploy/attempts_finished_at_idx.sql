@@ -12,15 +12,16 @@
 -- the ledger alone (50,000 finishing rows inserted 50 per statement, as
 -- mark_outcomes does, after a CHECKPOINT): 505 -> 571 bytes of WAL per row,
 -- +66 bytes per finished mail. The alternatives that cost nothing per mail
--- were measured or reasoned worse: walking attempts_finished_idx or the
--- contents primary key (id order) re-reads, on every call, every mail older
+-- were measured or reasoned worse: walking the ledger's or the contents'
+-- primary key (message id order) re-reads, on every call, every mail older
 -- than the cut-off that is still live or finished late (a campaign paused
 -- for months, a review left open); a BRIN on finished_at stops pruning
 -- anything cheaply once freed ledger pages are reused by new rows.
 --
 -- Built in the deploy's transaction (a Sqitch change cannot CREATE INDEX
 -- CONCURRENTLY): on a large ledger it blocks writes to attempts while it
--- builds, like split_messages' attempts_finished_idx just before it.
+-- builds, like the ledger's primary key that split_messages builds just
+-- before it.
 
 BEGIN;
 

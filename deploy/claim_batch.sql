@@ -357,7 +357,11 @@ BEGIN
       -- content in the order they were picked: the picks drive every join,
       -- so no sort is needed. (MATERIALIZED: each verdict worked out once;
       -- folded into the UPDATE the planner evaluated the gate's suppression
-      -- probe twice per pick.) One statement instead of a locking statement
+      -- probe twice per pick. It holds the content row's ctid, not the
+      -- content: the UPDATE copies every row of a subquery it joins, for a
+      -- concurrent update's recheck, and a mail's bodies would be copied
+      -- once more; contents rows are never updated, so the ctid holds.)
+      -- One statement instead of a locking statement
       -- whose picks the next one read from an array and looked up by key:
       -- about 5 % of what claiming and reporting a mail costs the database.
       RETURN QUERY
@@ -381,8 +385,7 @@ BEGIN
         LIMIT v_scan
       ),
       gated AS MATERIALIZED (
-        SELECT c.row, t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
-               t.template_key, t.template_vars, t.stream, g.verdict
+        SELECT c.row, t.ctid AS content_row, g.verdict
         FROM picks c
         JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
         CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.to_domain, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
@@ -396,11 +399,12 @@ BEGIN
           claimed_at   = greatest(p_now, q.updated_at),
           updated_at   = greatest(p_now, q.updated_at)
       FROM gated g
+      JOIN mailroom.contents t ON t.ctid = g.content_row
       WHERE q.ctid = g.row AND g.verdict = 'claim'
         AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
-      RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
-                g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
-                q.on_ambiguous, g.stream;
+      RETURNING q.id, q.lease_token, q.leased_until, t.delivery_key, q.attempts, q.max_attempts, q.sender,
+                t.to_address, t.subject, t.body_text, t.body_html, t.headers, t.template_key, t.template_vars,
+                q.on_ambiguous, t.stream;
       GET DIAGNOSTICS v_n = ROW_COUNT;
       v_want := v_want - v_n;
       EXIT WHEN v_n = v_scan;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:claim_batch (and its owner-only twin _claim_batch, which pins the clock)
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -60,6 +60,9 @@ SELECT is_empty($$SELECT * FROM mailroom._claim_batch('worker-3', 10, '2 minutes
   'nothing left that is due');
 SELECT results_eq($$SELECT delivery_key FROM mailroom._claim_batch('worker-3', 10, '2 minutes', NULL, '2030-01-02Z')$$,
   $$VALUES ('p9-later'::text)$$, 'mail becomes claimable when its run_at passes');
+SELECT mailroom.enqueue('neg7@example.com', 'Hi', 'B', p_delivery_key => 'neg7', p_priority => -7, p_send_at => '2030-01-02Z');
+SELECT results_eq($$SELECT delivery_key FROM mailroom._claim_batch('worker-3', 10, '2 minutes', NULL, '2030-01-02Z')$$,
+  $$VALUES ('neg7'::text)$$, 'mail of a negative priority alone is claimed (no mail above 0: the scan starts at 0 and moves on)');
 SELECT results_eq($$SELECT count(*)::int FROM mailroom.claim_batch('worker-now', 10)$$, $$VALUES (0)$$,
   'the public claim_batch uses the database clock: mail due in 2030 is not due now');
 

@@ -22,6 +22,13 @@ ledger foreign-key question).
   serving runners on other hosts sees. The same again with a foreign key
   attempts.message_id -> contents(id) added to this scratch database for that
   side only: what the FK v0.4 dropped would cost.
+- the same two in one pgbench run (interleaved): each client draws the
+  script of every batch at random, limit's or mailroom's (-f limit@1 -f
+  mailroom_sql@1), so both meet the same moment of the shared machine; the
+  ratio is of their mean batch latencies. This is the SQL-alone target's
+  figure: the ratio of separate runs (above, median of rounds) moved 0.54 to
+  0.88 between rounds of identical code on this machine, the interleaved one
+  0.77 to 0.78 (bench/RESULTS.md, session 9).
 - mailroom: 4 `mailroom run` processes with their default concurrency and
   batch, `null://` (accepts without building the mail: the queue machinery);
   then `null://?render=1` (the mail is built and discarded: what rendering
@@ -71,7 +78,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (PGBENCH_BATCH, PGBENCH_CLIENTS, ROOT, cpu_seconds, live_count, load_queued,  # noqa: E402
+from _common import (PGBENCH, PGBENCH_BATCH, PGBENCH_CLIENTS, ROOT, cpu_seconds, live_count, load_queued,  # noqa: E402
                      mailroom_runners, pgbench_rate as _pgbench, scratch_database, sent_stats, sink_process,
                      target, wal_mark, wal_since)
 
@@ -189,6 +196,28 @@ def run_queue_script(script: str, fk: bool = False):
     return run
 
 
+def run_interleaved(url: str, conn, n: int) -> float:
+    """The limit's and mailroom's SQL in one pgbench run, 4 clients, each
+    batch's script drawn at random; returns the limit's mean batch latency /
+    mailroom's (their throughput ratio under the same load). n of each are
+    loaded and about n / 2 of each drained, so neither runs dry."""
+    load_seed_table(conn, "bench_limit", n)
+    load_queued(conn, n, "interleaved")
+    out = subprocess.run([PGBENCH, "-n", "-c", str(WORKERS), "-j", str(WORKERS), "-t", str(n // SEED_BATCH // WORKERS),
+                          "-f", str(ROOT / "bench" / "limit.pgbench") + "@1",
+                          "-f", str(ROOT / "bench" / "mailroom_sql.pgbench") + "@1", url],
+                         capture_output=True, text=True)
+    latency = {}
+    for block in out.stdout.split("SQL script ")[1:]:
+        name = Path(block.split(":", 1)[1].split("\n")[0].strip()).name
+        m = re.search(r"latency average = ([0-9.]+) ms", block)
+        if m:
+            latency[name] = float(m.group(1))
+    if out.returncode != 0 or set(latency) != {"limit.pgbench", "mailroom_sql.pgbench"}:
+        raise RuntimeError(f"interleaved pgbench failed:\n{out.stdout}\n{out.stderr}")
+    return latency["limit.pgbench"] / latency["mailroom_sql.pgbench"]
+
+
 def run_mailroom(url: str, conn, n: int, procs, tag: str) -> tuple[float, float, float]:
     """Drain n freshly loaded mails with the (idle) runners; returns (mails/s,
     CPU seconds per mail, WAL bytes per mail)."""
@@ -242,6 +271,7 @@ def main() -> int:
     wal: dict[str, list[tuple]] = {k: [] for k in SIDES}
     cpu: dict[str, list[float]] = {"null": [], "render": [], "smtp": []}
     fk_pairs: list[tuple[float, float]] = []  # (without, with) the ledger FK, measured back to back
+    interleaved: list[float] = []  # limit / mailroom's SQL, both in one pgbench run
     pgbench_sides = {"limit": run_limit, "queue": run_queue_script("queue_raw.pgbench"),
                      "sql": run_queue_script("mailroom_sql.pgbench"),
                      "sql_fk": run_queue_script("mailroom_sql.pgbench", fk=True)}
@@ -279,6 +309,7 @@ def main() -> int:
                     wal[key].append(tuple(statistics.fmean(x) for x in zip(*(w for _, w in got))))
                 # sql and sql_fk run back to back (twice): the FK's cost, pair by pair.
                 fk_pairs.extend((a[0], b[0]) for a, b in zip(runs["sql"], runs["sql_fk"]))
+                interleaved.append(run_interleaved(url, conn, n))
         with mailroom_runners(url, "null://?render=1", WORKERS, *IDLE, name="drain") as procs:
             rate, c, w = run_mailroom(url, conn, n, procs, "render")
             results["render"].append(rate)
@@ -323,8 +354,11 @@ def main() -> int:
     print(f"figure WAL per mail, raw limit (claim + mark): {w['limit']:.0f} B "
           f"({wal_median('limit', 1):.2f} records); queue_raw: {w['queue']:.0f} B; whole drain, 4 runners null://: "
           f"{w['null']:.0f} B")
-    target(f"mailroom's SQL alone (claim_batch + mark_outcomes, pgbench, 4 clients, 50 a batch) >= 0.75 x limit",
-           f"{x['sql']:.2f}", x["sql"] >= 0.75)
+    inter = statistics.median(interleaved)
+    print(f"figure SQL alone interleaved with the limit in one pgbench run (limit's batch latency / mailroom's): "
+          f"{' '.join(f'{v:.3f}' for v in interleaved)} by round; separate runs, median of rounds: {x['sql']:.2f}")
+    target(f"mailroom's SQL alone (claim_batch + mark_outcomes, pgbench, 4 clients, 50 a batch) >= 0.75 x limit "
+           f"(interleaved in one run)", f"{inter:.2f} (separate runs {x['sql']:.2f})", inter >= 0.75)
     target(f"drain of {n:,} by 4 `mailroom run` null:// on the same machine >= 0.5 x limit",
            f"{x['null']:.2f}", x["null"] >= 0.5)
     target("WAL per mail, claim_batch + mark_outcomes <= 1,200 bytes",

@@ -67,74 +67,87 @@ BEGIN;
 
 DROP FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz);
 
--- The gate's verdict for one mail, from its content row. Plain SQL without
--- SECURITY DEFINER or SET, so that the planner inlines it into the claim:
--- one key lookup in suppressions, and for campaign or schedule mail one in
--- campaigns or schedules and the window function for mail with a window.
--- That part is a subquery kept apart (OFFSET 0), so its condition, that the
--- mail has a campaign or a schedule, is tested once per mail before any
--- lookup: as joins, each pick paid two index scans with a NULL key (about
--- a fifth of the gate). A suppression holds
--- for all streams (stream NULL) or for the mail's stream: still one probe
--- of suppressions_address_stream_unique by address_key, reading that
--- address's few scopes (an EXISTS, so two scopes make no second row).
---
--- The address key is _address_key's, put together from the content row's
--- to_domain (already lower-cased when the mail was stored) where the
--- address has one @, as every address enqueue takes has: lower() of the
--- domain on every pick was about half the gate's cost. Any other address
--- gets _address_key itself.
+-- When a mail's send window next opens: p_now when it is open or the mail
+-- has none; the campaign's window, else the schedule's, in the recipient's
+-- zone when the mail has one, else in the window's own. Plain SQL, inlined
+-- into its callers (the gate, and the move of mail the gate holds for its
+-- window).
+CREATE FUNCTION mailroom._window_opening(
+  p_recipient_zone text,
+  p_campaign_zone  text,
+  p_campaign_start time,
+  p_campaign_end   time,
+  p_schedule_zone  text,
+  p_schedule_start time,
+  p_schedule_end   time,
+  p_now            timestamptz
+)
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+AS $$
+  SELECT CASE
+           WHEN p_campaign_start IS NOT NULL
+             THEN mailroom._window_open(coalesce(p_recipient_zone, p_campaign_zone), p_campaign_start, p_campaign_end, p_now)
+           WHEN p_schedule_start IS NOT NULL
+             THEN mailroom._window_open(coalesce(p_recipient_zone, p_schedule_zone), p_schedule_start, p_schedule_end, p_now)
+           ELSE p_now
+         END
+$$;
+ALTER FUNCTION mailroom._window_opening(text, text, time, time, text, time, time, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._window_opening(text, text, time, time, text, time, time, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._window_opening(text, text, time, time, text, time, time, timestamptz) IS
+  'Internal (inlined): when a mail''s send window next opens (p_now if open or none): its campaign''s window, else its schedule''s, in the recipient''s zone if known.';
+
+-- The gate's verdict for one mail, from its content row: suppressed,
+-- campaign_cancelled, paused, schedule_inactive, window or claim. Plain SQL
+-- without SECURITY DEFINER or SET, so that the planner inlines it into the
+-- claim; a set-returning function, because only those are inlined with the
+-- subqueries this one has. One key lookup in suppressions by the address
+-- key contents stored with the mail; then nothing more for mail without a
+-- campaign or a schedule (nearly every transactional mail), and for the
+-- rest one lookup in campaigns or schedules and the window's opening (a
+-- scalar subquery the CASE reaches only for them). A suppression holds for
+-- all streams (stream NULL) or for the mail's stream: still one probe of
+-- suppressions_address_stream_unique by address_key, reading that
+-- address's few scopes (an EXISTS, so two scopes make no second row). As a
+-- lateral join of campaigns and schedules with the window in a subquery,
+-- and the key put together from the address on every pick, the gate cost
+-- about twice as much for transactional mail.
 CREATE FUNCTION mailroom._claim_gate(
-  p_to_address     text,
-  p_to_domain      text,
+  p_address_key    text,
   p_stream         text,
   p_campaign_id    bigint,
   p_schedule_id    bigint,
   p_recipient_zone text,
   p_now            timestamptz
 )
-RETURNS TABLE (verdict text, opens_at timestamptz)
+RETURNS TABLE (verdict text)
 LANGUAGE sql
 STABLE
 AS $$
   SELECT CASE
            WHEN EXISTS (SELECT FROM mailroom.suppressions s
-                        WHERE s.address_key = CASE WHEN p_to_domain IS NULL OR p_to_address LIKE '%@%@%'
-                                                     THEN mailroom._address_key(p_to_address)
-                                                   ELSE split_part(p_to_address, '@', 1) || '@' || p_to_domain END
-                          AND (s.stream IS NULL OR s.stream = p_stream)) THEN 'suppressed'
-           ELSE coalesce(h.verdict, 'claim')
-         END,
-         coalesce(h.opens_at, p_now)
-  FROM (SELECT) AS one
-  LEFT JOIN LATERAL (
-    SELECT CASE
-             WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
-             WHEN k.status = 'paused' THEN 'paused'
-             WHEN NOT sc.active THEN 'schedule_inactive'
-             WHEN w.opens_at > p_now THEN 'window'
-           END AS verdict,
-           w.opens_at
-    FROM (SELECT) AS one
-    LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
-    LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id
-    CROSS JOIN LATERAL (
-      SELECT CASE
-               WHEN k.window_start IS NOT NULL
-                 THEN mailroom._window_open(coalesce(p_recipient_zone, k.time_zone), k.window_start, k.window_end, p_now)
-               WHEN sc.window_start IS NOT NULL
-                 THEN mailroom._window_open(coalesce(p_recipient_zone, sc.time_zone), sc.window_start, sc.window_end, p_now)
-               ELSE p_now
-             END AS opens_at
-    ) AS w
-    WHERE p_campaign_id IS NOT NULL OR p_schedule_id IS NOT NULL
-    OFFSET 0
-  ) AS h ON true
+                        WHERE s.address_key = p_address_key AND (s.stream IS NULL OR s.stream = p_stream)) THEN 'suppressed'
+           WHEN p_campaign_id IS NULL AND p_schedule_id IS NULL THEN 'claim'
+           ELSE (SELECT CASE
+                          WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
+                          WHEN k.status = 'paused' THEN 'paused'
+                          WHEN NOT sc.active THEN 'schedule_inactive'
+                          WHEN mailroom._window_opening(p_recipient_zone, k.time_zone, k.window_start, k.window_end,
+                                                        sc.time_zone, sc.window_start, sc.window_end, p_now) > p_now
+                            THEN 'window'
+                          ELSE 'claim'
+                        END
+                 FROM (SELECT) AS one
+                 LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
+                 LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id)
+         END
 $$;
-ALTER FUNCTION mailroom._claim_gate(text, text, text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION mailroom._claim_gate(text, text, text, bigint, bigint, text, timestamptz) IS
-  'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window (with the window''s next opening) for a mail to p_to_address (whose lower-cased domain is p_to_domain, as contents.to_domain) of that stream, campaign or schedule at p_now.';
+ALTER FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
+  'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window for a mail to the address whose suppression key is p_address_key (contents.address_key), of that stream, campaign or schedule, at p_now.';
 
 -- What the gate refused among a claim's picks, moved by the verdict it
 -- gives now: cancelled (finished, with a ledger row), paused, parked for a
@@ -158,14 +171,13 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
   WITH gated AS (
-    SELECT q.id, t.campaign_id, q.sender,
+    SELECT q.id, t.campaign_id, t.schedule_id, t.recipient_zone, q.sender,
            CASE WHEN g.verdict IN ('claim', 'window') AND q.sender = ANY (p_paused_senders) THEN 'sender_paused'
-                ELSE g.verdict END AS verdict,
-           g.opens_at
+                ELSE g.verdict END AS verdict
     FROM unnest(p_picks) AS c(id)
     JOIN mailroom.queue q ON q.id = ANY (ARRAY[c.id])
     JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-    CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.to_domain, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+    CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     WHERE q.lease_token IS DISTINCT FROM p_token
   ),
   stopped AS (
@@ -199,7 +211,12 @@ BEGIN
       AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
   )
   UPDATE mailroom.queue q
-  SET run_at = g.opens_at, updated_at = greatest(p_now, q.updated_at)
+  SET run_at = (SELECT mailroom._window_opening(g.recipient_zone, k.time_zone, k.window_start, k.window_end,
+                                                sc.time_zone, sc.window_start, sc.window_end, p_now)
+                FROM (SELECT) AS one
+                LEFT JOIN mailroom.campaigns k ON k.id = g.campaign_id
+                LEFT JOIN mailroom.schedules sc ON sc.id = g.schedule_id),
+      updated_at = greatest(p_now, q.updated_at)
   FROM gated g
   WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'window';
 END
@@ -397,7 +414,7 @@ BEGIN
         SELECT c.row, t.ctid AS content_row, g.verdict
         FROM picks c
         JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-        CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.to_domain, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+        CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
       )
       UPDATE mailroom.queue q
       SET status       = 'sending',
@@ -563,7 +580,7 @@ BEGIN
              t.template_key, t.template_vars, t.stream, g.verdict
       FROM unnest(v_pick) AS c(id)
       JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-      CROSS JOIN LATERAL mailroom._claim_gate(t.to_address, t.to_domain, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+      CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
     )
     UPDATE mailroom.queue q
     SET status       = 'sending',

@@ -2,6 +2,7 @@
 -- requires: table_campaigns
 -- requires: table_schedules
 -- requires: streams
+-- requires: address_key_qualified
 
 
 -- What a mail says and to whom: written once by enqueue, enqueue_campaign or
@@ -33,6 +34,10 @@ CREATE TABLE mailroom.contents (
   -- expression whose capture group cost ~4 us a row of every insert.
   to_domain      text GENERATED ALWAYS AS (
                    CASE WHEN strpos(to_address, '@') > 0 THEN lower(split_part(to_address, '@', -1)) END) STORED,
+  -- The address as suppressions are keyed (mailroom._address_key): the
+  -- claim's gate looks it up for every mail it hands out, and putting it
+  -- together there cost each pick as much as the lookup did.
+  address_key    text GENERATED ALWAYS AS (mailroom._address_key(to_address)) STORED,
   subject        text,
   body_text      text,
   body_html      text,
@@ -103,6 +108,8 @@ COMMENT ON COLUMN mailroom.contents.priority IS
   'Priority the mail was queued with; the live value is mailroom.queue.priority.';
 COMMENT ON COLUMN mailroom.contents.to_domain IS
   'Lower-cased recipient domain, for per-domain send limits and reporting.';
+COMMENT ON COLUMN mailroom.contents.address_key IS
+  'The recipient as mailroom.suppressions are keyed (mailroom._address_key): the claim-time gate''s lookup key.';
 COMMENT ON COLUMN mailroom.contents.recipient_zone IS
   'IANA zone of the recipient for campaign and schedule mail with a send window (NULL otherwise).';
 COMMENT ON COLUMN mailroom.contents.stream IS

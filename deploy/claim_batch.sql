@@ -149,6 +149,38 @@ REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, ti
 COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
   'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window for a mail to the address whose suppression key is p_address_key (contents.address_key), of that stream, campaign or schedule, at p_now.';
 
+-- The priorities that have queued mail, highest first, each found when
+-- the claim's scan needs it (a recursive CTE is read only as far as its
+-- reader reads): a loose index scan over the claim index, so that a claim
+-- steps from one priority to the next instead of over every mail between
+-- them. It starts at the highest priority above the default (0) that has
+-- queued mail, else at 0: finding the highest priority of all stepped over
+-- the dead index entries the last claims left at the head of the index, a
+-- heap visit each, before the claim's scan of that priority stepped over
+-- them again (about 3 % of what claiming and reporting a mail costs the
+-- database); a probe above 0 stops at the first entry of priority 0
+-- without visiting the heap, and a priority with no due mail only leads
+-- the scan on to the next. Plain SQL, inlined into the claim.
+CREATE FUNCTION mailroom._queued_priorities()
+RETURNS TABLE (priority smallint)
+LANGUAGE sql
+STABLE
+AS $$
+  WITH RECURSIVE priorities AS (
+    (SELECT coalesce((SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' AND q.priority > 0
+                      ORDER BY q.priority DESC LIMIT 1), 0::smallint) AS priority)
+    UNION ALL
+    SELECT (SELECT q.priority FROM mailroom.queue q
+            WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+  )
+  SELECT p.priority FROM priorities p WHERE p.priority IS NOT NULL
+$$;
+ALTER FUNCTION mailroom._queued_priorities() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._queued_priorities() FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._queued_priorities() IS
+  'Internal (inlined into claim_batch): the priorities that have queued mail, highest first, found one at a time as the claim reads them (a loose index scan).';
+
 -- What the gate refused among a claim's picks, moved by the verdict it
 -- gives now: cancelled (finished, with a ledger row), paused, parked for a
 -- paused sender or re-timed to the window's next opening. The picks are
@@ -363,76 +395,163 @@ BEGIN
     v_round := v_round + 1;
     v_scan := v_want;
 
-    IF NOT v_limited THEN
-      -- No budget in play (nearly every claim): one statement. The
-      -- candidates, locked: highest priority first (a loose index scan over
-      -- the claim index, so a large batch of high-priority mail scheduled
-      -- for later is not scanned on every claim), then oldest due. The
-      -- loose scan starts at the highest priority above the default (0)
-      -- that has queued mail, else at 0: finding the highest priority of
-      -- all stepped over the dead index entries the last claims left at the
-      -- head of the index, each one a heap visit, and then the scan of that
-      -- priority stepped over them again (about 3 % of what claiming and
-      -- reporting a mail costs the database); the probe above 0 stops at the
-      -- first entry of priority 0 without visiting the heap, and a priority
-      -- with no due mail only leads the scan on to the next. Each one's
-      -- verdict from its content row; the ones the gate lets go are leased,
-      -- found by the ctid their lock returned (the lock holds the row
-      -- version until commit: no key lookup), and returned with their
-      -- content in the order they were picked: the picks drive every join,
-      -- so no sort is needed. (MATERIALIZED: each verdict worked out once;
-      -- folded into the UPDATE the planner evaluated the gate's suppression
-      -- probe twice per pick. It holds the content row's ctid, not the
-      -- content: the UPDATE copies every row of a subquery it joins, for a
-      -- concurrent update's recheck, and a mail's bodies would be copied
-      -- once more; contents rows are never updated, so the ctid holds.)
-      -- One statement instead of a locking statement
-      -- whose picks the next one read from an array and looked up by key:
-      -- about 5 % of what claiming and reporting a mail costs the database.
-      RETURN QUERY
-      WITH RECURSIVE priorities AS (
-        (SELECT coalesce((SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' AND q.priority > 0
-                          ORDER BY q.priority DESC LIMIT 1), 0) AS priority)
-        UNION ALL
-        SELECT (SELECT q.priority FROM mailroom.queue q
-                WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
-        FROM priorities p WHERE p.priority IS NOT NULL
-      ),
-      picks AS (
-        SELECT due.id, due.row FROM priorities p
+    IF v_limited THEN
+      -- Under send budgets the candidates are chosen first (v_pick, locked,
+      -- steps 1 to 4), then gated and leased by the statement below (and
+      -- steps 5 to 7 settle the budgets).
+      -- 1. Senders: lock their budget rows (sender keys always before domain
+      --    keys, each set in key order) and see what each allows now.
+      IF cardinality(v_snd_names) > 0 THEN
+        SELECT coalesce(array_agg(b.available ORDER BY b.ord), '{}'), coalesce(array_agg(b.second_row ORDER BY b.ord), '{}'),
+               coalesce(array_agg(b.minute_row ORDER BY b.ord), '{}')
+          INTO v_snd_caps, v_snd_row_s, v_snd_row_m
+        FROM mailroom._send_budgets('mailroom/sender/', v_snd_names, v_snd_lim_s, v_snd_lim_m, p_now) AS b;
+        SELECT v_snd_blocked || coalesce(array_agg(u.name), '{}') INTO v_snd_blocked
+        FROM unnest(v_snd_names, v_snd_caps) AS u(name, cap) WHERE u.cap = 0 AND u.name <> ALL (v_snd_blocked);
+        IF p_sender IS NOT NULL THEN
+          v_want := least(v_want, coalesce(v_snd_caps[1], v_want));
+          EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
+        END IF;
+      END IF;
+      -- Each candidate's domain costs a budget lookup: look at as many as
+      -- are wanted; a round that budgets held back is followed by another
+      -- that leaves those domains out.
+      v_scan := v_want;
+
+      -- 2. The candidates, locked, in claim order, with their domains, the
+      --    domains' limits (their own row, else the default) and what their
+      --    senders allow.
+      SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(t.to_domain ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END
+                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
+                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_caps[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_row_s[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
+             coalesce(array_agg(v_snd_row_m[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}')
+        INTO v_cid, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m
+      FROM (
+        SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM mailroom._queued_priorities() AS p
         CROSS JOIN LATERAL (
-          SELECT q.id, q.ctid AS row FROM mailroom.queue q
+          SELECT q.id, q.priority, q.run_at, q.sender FROM mailroom.queue q
           WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
             AND (p_sender IS NULL OR q.sender = p_sender)
+            AND q.sender <> ALL (v_snd_blocked)
+            AND (cardinality(v_dom_blocked) = 0
+                 OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
           ORDER BY q.run_at, q.id
           LIMIT v_scan
           FOR UPDATE SKIP LOCKED
         ) AS due
         LIMIT v_scan
-      ),
-      gated AS MATERIALIZED (
-        SELECT c.row, t.ctid AS content_row, g.verdict
-        FROM picks c
-        JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-        CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
-      )
-      UPDATE mailroom.queue q
-      SET status       = 'sending',
-          attempts     = q.attempts + 1,
-          lease_token  = v_token,
-          leased_until = p_now + p_lease,
-          worker       = p_worker,
-          claimed_at   = greatest(p_now, q.updated_at),
-          updated_at   = greatest(p_now, q.updated_at)
-      FROM gated g
-      JOIN mailroom.contents t ON t.ctid = g.content_row
-      WHERE q.ctid = g.row AND g.verdict = 'claim'
-        AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
-      RETURNING q.id, q.lease_token, q.leased_until, t.delivery_key, q.attempts, q.max_attempts, q.sender,
-                t.to_address, t.subject, t.body_text, t.body_html, t.headers, t.template_key, t.template_vars,
-                q.on_ambiguous, t.stream;
-      GET DIAGNOSTICS v_n = ROW_COUNT;
-      v_want := v_want - v_n;
+      ) AS c
+      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
+      -- (Only the default: no lookup per candidate.)
+      LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
+      EXIT WHEN cardinality(v_cid) = 0;
+
+      -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).
+      IF cardinality(v_snd_names) > 0 THEN
+        SELECT array_agg(c.ok ORDER BY c.ord) INTO v_csok
+        FROM (SELECT u.ord, row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS ok
+              FROM unnest(v_csnd, v_cscap) WITH ORDINALITY AS u(sender, scap, ord)) AS c;
+      END IF;
+
+      -- 4. Domains: the budgets of the limited domains of the candidates
+      --    their senders let go, locked, judged and spent in one statement.
+      --    Then the pick: in claim order, each domain no more than it
+      --    granted. Domains and senders that held mail back are left out
+      --    of the next round's scan. (No more picks than wanted: the scan
+      --    took no more candidates.)
+      IF v_dom_limited THEN
+        SELECT coalesce(array_agg(b.domain), '{}'), coalesce(array_agg(b.granted), '{}') INTO v_gdom, v_gn
+        FROM mailroom._domain_budgets_spend(
+               CASE WHEN v_csok IS NULL THEN v_cdom
+                    ELSE ARRAY(SELECT CASE WHEN v_csok[u.ord] THEN u.domain END
+                               FROM unnest(v_cdom) WITH ORDINALITY AS u(domain, ord) ORDER BY u.ord) END,
+               v_cdlim_s, v_cdlim_m, p_now) AS b;
+      END IF;
+      SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
+             v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
+             v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
+        INTO v_pick, v_dom_blocked, v_snd_blocked
+      FROM (
+        SELECT c.id, c.ord, c.domain, c.sender, c.snd_ok,
+               c.granted IS NULL
+                 OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
+        FROM (
+          SELECT u.id, u.ord, u.domain, u.sender, coalesce(v_csok[u.ord], true) AS snd_ok,
+                 v_gn[array_position(v_gdom, u.domain)] AS granted
+          FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
+        ) AS c
+      ) AS p;
+    END IF;
+
+    -- The picks, the gate and the lease, one statement. Without a budget in
+    -- play (nearly every claim) the picks are the candidates themselves,
+    -- locked here: highest priority first (_queued_priorities: a loose
+    -- index scan, so a large batch of high-priority mail scheduled for
+    -- later is not scanned on every claim), then oldest due. Under budgets
+    -- they are v_pick, locked above. Each pick's verdict from its content
+    -- row; the ones the gate lets go are leased, found by the ctid their
+    -- lock returned (the lock holds that row version until commit: no key
+    -- lookup), and returned with their content in the order they were
+    -- picked: the picks drive every join, so no sort is needed.
+    -- (MATERIALIZED: each verdict worked out once; folded into the UPDATE
+    -- the planner evaluated the gate's suppression probe twice per pick. It
+    -- holds the content row's ctid, not the content: the UPDATE copies
+    -- every row of a subquery it joins, for a concurrent update's recheck,
+    -- and a mail's bodies would be copied once more; contents rows are never
+    -- updated, so the ctid holds.) One statement instead of a locking
+    -- statement whose picks the next one read from an array and looked up
+    -- by key: about 5 % of what claiming and reporting a mail costs the
+    -- database. (The picks are locked by this transaction, so no condition
+    -- names a status: one the planner could match to a partial index might
+    -- lead a cached plan to walk that index instead of looking up each pick.)
+    RETURN QUERY
+    WITH picks AS (
+      (SELECT due.id, due.row FROM mailroom._queued_priorities() AS p
+       CROSS JOIN LATERAL (
+         SELECT q.id, q.ctid AS row FROM mailroom.queue q
+         WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
+           AND (p_sender IS NULL OR q.sender = p_sender)
+         ORDER BY q.run_at, q.id
+         LIMIT v_scan
+         FOR UPDATE SKIP LOCKED
+       ) AS due
+       WHERE NOT v_limited
+       LIMIT v_scan)
+      UNION ALL
+      SELECT q.id, q.ctid FROM unnest(v_pick) AS u(id) JOIN mailroom.queue q ON q.id = ANY (ARRAY[u.id])
+      WHERE v_limited
+    ),
+    gated AS MATERIALIZED (
+      SELECT c.row, t.ctid AS content_row, g.verdict
+      FROM picks c
+      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
+      CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
+    )
+    UPDATE mailroom.queue q
+    SET status       = 'sending',
+        attempts     = q.attempts + 1,
+        lease_token  = v_token,
+        leased_until = p_now + p_lease,
+        worker       = p_worker,
+        claimed_at   = greatest(p_now, q.updated_at),
+        updated_at   = greatest(p_now, q.updated_at)
+    FROM gated g
+    JOIN mailroom.contents t ON t.ctid = g.content_row
+    WHERE q.ctid = g.row AND g.verdict = 'claim'
+      AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
+    RETURNING q.id, q.lease_token, q.leased_until, t.delivery_key, q.attempts, q.max_attempts, q.sender,
+              t.to_address, t.subject, t.body_text, t.body_html, t.headers, t.template_key, t.template_vars,
+              q.on_ambiguous, t.stream;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_want := v_want - v_n;
+
+    IF NOT v_limited THEN
       EXIT WHEN v_n = v_scan;
       -- Fewer than asked: the due mail ran out, or the gate refused picks
       -- (rare). Those are still locked by this claim, so the same scan finds
@@ -442,15 +561,7 @@ BEGIN
       -- refused this scan finds nothing: the picks are leased.)
       SELECT coalesce(array_agg(due.id), '{}') INTO v_pick
       FROM (
-        WITH RECURSIVE priorities AS (
-          (SELECT coalesce((SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' AND q.priority > 0
-                          ORDER BY q.priority DESC LIMIT 1), 0) AS priority)
-          UNION ALL
-          SELECT (SELECT q.priority FROM mailroom.queue q
-                  WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
-          FROM priorities p WHERE p.priority IS NOT NULL
-        )
-        SELECT due.id FROM priorities p
+        SELECT due.id FROM mailroom._queued_priorities() AS p
         CROSS JOIN LATERAL (
           SELECT q.id FROM mailroom.queue q
           WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
@@ -466,145 +577,12 @@ BEGIN
       CONTINUE;
     END IF;
 
-    -- Under send budgets, the candidates are chosen first and then gated
-    -- and leased.
-    -- 1. Senders: lock their budget rows (sender keys always before domain
-    --    keys, each set in key order) and see what each allows now.
-    IF cardinality(v_snd_names) > 0 THEN
-      SELECT coalesce(array_agg(b.available ORDER BY b.ord), '{}'), coalesce(array_agg(b.second_row ORDER BY b.ord), '{}'),
-             coalesce(array_agg(b.minute_row ORDER BY b.ord), '{}')
-        INTO v_snd_caps, v_snd_row_s, v_snd_row_m
-      FROM mailroom._send_budgets('mailroom/sender/', v_snd_names, v_snd_lim_s, v_snd_lim_m, p_now) AS b;
-      SELECT v_snd_blocked || coalesce(array_agg(u.name), '{}') INTO v_snd_blocked
-      FROM unnest(v_snd_names, v_snd_caps) AS u(name, cap) WHERE u.cap = 0 AND u.name <> ALL (v_snd_blocked);
-      IF p_sender IS NOT NULL THEN
-        v_want := least(v_want, coalesce(v_snd_caps[1], v_want));
-        EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
-      END IF;
-    END IF;
-    -- Each candidate's domain costs a budget lookup: look at as many as
-    -- are wanted; a round that budgets held back is followed by another
-    -- that leaves those domains out.
-    v_scan := v_want;
-
-    -- 2. The candidates, locked, in claim order, with their domains, the
-    --    domains' limits (their own row, else the default) and what their
-    --    senders allow.
-    SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(t.to_domain ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END
-                              ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
-                              ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(v_snd_caps[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(v_snd_row_s[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-           coalesce(array_agg(v_snd_row_m[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}')
-      INTO v_cid, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m
-    FROM (
-      WITH RECURSIVE priorities AS (
-        (SELECT coalesce((SELECT q.priority FROM mailroom.queue q WHERE q.status = 'queued' AND q.priority > 0
-                          ORDER BY q.priority DESC LIMIT 1), 0) AS priority)
-        UNION ALL
-        SELECT (SELECT q.priority FROM mailroom.queue q
-                WHERE q.status = 'queued' AND q.priority < p.priority ORDER BY q.priority DESC LIMIT 1)
-        FROM priorities p WHERE p.priority IS NOT NULL
-      )
-      SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM priorities p
-      CROSS JOIN LATERAL (
-        SELECT q.id, q.priority, q.run_at, q.sender FROM mailroom.queue q
-        WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
-          AND (p_sender IS NULL OR q.sender = p_sender)
-          AND q.sender <> ALL (v_snd_blocked)
-          AND (cardinality(v_dom_blocked) = 0
-               OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
-        ORDER BY q.run_at, q.id
-        LIMIT v_scan
-        FOR UPDATE SKIP LOCKED
-      ) AS due
-      LIMIT v_scan
-    ) AS c
-    JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-    -- (Only the default: no lookup per candidate.)
-    LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
-    EXIT WHEN cardinality(v_cid) = 0;
-
-    -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).
-    IF cardinality(v_snd_names) > 0 THEN
-      SELECT array_agg(c.ok ORDER BY c.ord) INTO v_csok
-      FROM (SELECT u.ord, row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS ok
-            FROM unnest(v_csnd, v_cscap) WITH ORDINALITY AS u(sender, scap, ord)) AS c;
-    END IF;
-
-    -- 4. Domains: the budgets of the limited domains of the candidates
-    --    their senders let go, locked, judged and spent in one statement.
-    --    Then the pick: in claim order, each domain no more than it
-    --    granted. Domains and senders that held mail back are left out
-    --    of the next round's scan. (No more picks than wanted: the scan
-    --    took no more candidates.)
-    IF v_dom_limited THEN
-      SELECT coalesce(array_agg(b.domain), '{}'), coalesce(array_agg(b.granted), '{}') INTO v_gdom, v_gn
-      FROM mailroom._domain_budgets_spend(
-             CASE WHEN v_csok IS NULL THEN v_cdom
-                  ELSE ARRAY(SELECT CASE WHEN v_csok[u.ord] THEN u.domain END
-                             FROM unnest(v_cdom) WITH ORDINALITY AS u(domain, ord) ORDER BY u.ord) END,
-             v_cdlim_s, v_cdlim_m, p_now) AS b;
-    END IF;
-    SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
-           v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
-           v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
-      INTO v_pick, v_dom_blocked, v_snd_blocked
-    FROM (
-      SELECT c.id, c.ord, c.domain, c.sender, c.snd_ok,
-             c.granted IS NULL
-               OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
-      FROM (
-        SELECT u.id, u.ord, u.domain, u.sender, coalesce(v_csok[u.ord], true) AS snd_ok,
-               v_gn[array_position(v_gdom, u.domain)] AS granted
-        FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
-      ) AS c
-    ) AS p;
-
-    -- 5. The gate and the claim, one statement, for the picks: each pick's
-    --    verdict from its content row; the ones the gate lets go are leased
-    --    and returned with their content, in the order they were picked (as
-    --    above). (The picks are locked by this transaction, so the statement
-    --    names no status: a condition the planner could match to a partial
-    --    index might lead a cached plan to walk that index instead of
-    --    looking up each pick by key.)
-    RETURN QUERY
-    -- (MATERIALIZED: each verdict worked out once; folded into the UPDATE
-    -- the planner evaluated the gate's suppression probe twice per pick.)
-    WITH gated AS MATERIALIZED (
-      SELECT t.id, t.delivery_key, t.to_address, t.subject, t.body_text, t.body_html, t.headers,
-             t.template_key, t.template_vars, t.stream, g.verdict
-      FROM unnest(v_pick) AS c(id)
-      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-      CROSS JOIN LATERAL mailroom._claim_gate(t.address_key, t.stream, t.campaign_id, t.schedule_id, t.recipient_zone, p_now) AS g
-    )
-    UPDATE mailroom.queue q
-    SET status       = 'sending',
-        attempts     = q.attempts + 1,
-        lease_token  = v_token,
-        leased_until = p_now + p_lease,
-        worker       = p_worker,
-        claimed_at   = greatest(p_now, q.updated_at),
-        updated_at   = greatest(p_now, q.updated_at)
-    FROM gated g
-    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'claim'
-      AND (cardinality(v_paused_senders) = 0 OR q.sender <> ALL (v_paused_senders))
-    RETURNING q.id, q.lease_token, q.leased_until, g.delivery_key, q.attempts, q.max_attempts, q.sender,
-              g.to_address, g.subject, g.body_text, g.body_html, g.headers, g.template_key, g.template_vars,
-              q.on_ambiguous, g.stream;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    v_want := v_want - v_n;
-
-    -- 6. What the gate refused (rare): moved, by its verdict now.
+    -- 5. What the gate refused (rare): moved, by its verdict now.
     IF v_n < cardinality(v_pick) THEN
       PERFORM mailroom._claim_refused(v_pick, v_token, v_paused_senders, p_now);
     END IF;
 
-    -- 7. A pick the gate refused gives its domain's grant back (the
+    -- 6. A pick the gate refused gives its domain's grant back (the
     --    row is still locked by this claim), and only what was claimed
     --    counts below.
     IF v_n < cardinality(v_pick) THEN
@@ -621,7 +599,7 @@ BEGIN
       END IF;
       v_pick := v_claimed;
     END IF;
-    -- 8. Spend the senders' budgets on what was claimed, before the locks
+    -- 7. Spend the senders' budgets on what was claimed, before the locks
     --    go at commit: one update of the rows _send_budgets locked, found
     --    by the ctid it handed back (no key lookups).
     IF v_n > 0 AND cardinality(v_snd_names) > 0 THEN

@@ -15,6 +15,7 @@ DROP FUNCTION mailroom.claim_batch(text, integer, interval, text);
 DROP FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz);
 DROP FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz);
 DROP FUNCTION mailroom._window_opening(text, text, time, time, text, time, time, timestamptz);
+DROP FUNCTION mailroom._queued_priorities();
 DROP FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom.claim_batch(

@@ -177,7 +177,7 @@ def rows_visited(scans: list[dict]) -> int:
 def test_claim_plan_uses_claim_index_and_skips_history(conn):
     fill_queue(conn, 1_000, sent_history=100_000)
     plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
-    claim_plan = plan_of(plans, "WITH RECURSIVE priorities")
+    claim_plan = plan_of(plans, "WITH picks AS")
     scans = scans_of(claim_plan, "queue")
     assert scans, "the claim statement reads the queue"
     assert all(s["Node Type"] != "Seq Scan" for s in scans + scans_of(claim_plan, "contents")), scans
@@ -211,7 +211,7 @@ def test_claim_does_not_scan_higher_priority_mail_scheduled_for_later(conn):
     )
     conn.execute("ANALYZE mailroom.queue")
     plans = run_explained(conn, "SELECT * FROM mailroom.claim_batch('plan-check', 100, '5 minutes')")
-    candidate_scans = [s for s in scans_of(plan_of(plans, "WITH RECURSIVE priorities"), "queue")
+    candidate_scans = [s for s in scans_of(plan_of(plans, "WITH picks AS"), "queue")
                        if s.get("Index Name") == "queue_claim_idx"]
     # A single ORDER BY priority DESC, run_at over the claim index reads ~900
     # pages of tomorrow's entries here before it reaches today's mail.

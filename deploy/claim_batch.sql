@@ -44,7 +44,9 @@
 -- empty queue). A queue or contents row is therefore always matched to the
 -- claim's own ids as id = ANY (ARRAY[g.id]): that form cannot drive an
 -- ordered scan of the big table, so the claim's few rows drive and each is
--- one index lookup (mark_outcomes and reclaim do the same).
+-- one index lookup (mark_outcomes and reclaim do the same), or, within the
+-- lease, by the ctid already found for it (a pick's by its row lock, its
+-- content row's by the gate's lookup).
 --
 -- Send rates: only the budgets of the senders and domains among the
 -- candidates are looked up and locked, in key order, until commit (issue

@@ -9,8 +9,8 @@
 --
 -- Counting delivered mail (every mark_outcomes) takes no lock another
 -- reporter waits for and looks nothing up: the report inserts its delivered
--- mail into breaker_pending, counted per campaign and sender from the queue
--- rows it deleted, and breaker_fold adds those up later (in the folding
+-- mail into breaker_pending, one row per sender and campaign from the
+-- queue rows it deleted, and breaker_fold adds those up later (in the folding
 -- backend's own rows of breaker_delivered; see table_breaker_tallies),
 -- whenever a bad event is evaluated, in the report whose pending rows pass
 -- a multiple of 200, and every minute (pg_cron). Only a bad event can raise
@@ -61,7 +61,7 @@ SET search_path = mailroom, pg_temp
 AS $$
   SELECT coalesce(sum(p.delivered), 0)::bigint
   FROM mailroom.breaker_pending p
-  WHERE p.scope = p_scope AND p.key = p_key
+  WHERE CASE p_scope WHEN 'sender' THEN p.sender = p_key ELSE p.campaign_id::text = p_key END
 $$;
 ALTER FUNCTION mailroom._breaker_pending_count(text, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_pending_count(text, text) FROM PUBLIC;
@@ -83,18 +83,19 @@ AS $$
   WITH taken AS (
     DELETE FROM mailroom.breaker_pending p
     WHERE p.ctid IN (SELECT q.ctid FROM mailroom.breaker_pending q FOR UPDATE SKIP LOCKED)
-    RETURNING p.scope, p.key, p.delivered
+    RETURNING p.sender, p.campaign_id, p.delivered
   ),
   counted AS (
     INSERT INTO mailroom.breaker_delivered AS d (scope, key, backend_pid, delivered, updated_at)
-    SELECT t.scope, t.key, pg_backend_pid(), sum(t.delivered), now()
+    SELECT x.scope, x.key, pg_backend_pid(), sum(t.delivered), now()
     FROM taken t
-    GROUP BY t.scope, t.key
+    CROSS JOIN LATERAL (VALUES ('sender', t.sender), ('campaign', t.campaign_id::text)) AS x(scope, key)
+    WHERE x.key IS NOT NULL
+    GROUP BY x.scope, x.key
     ON CONFLICT (scope, key, backend_pid) DO UPDATE
     SET delivered = d.delivered + EXCLUDED.delivered, updated_at = EXCLUDED.updated_at
   )
-  -- (Every mail has a sender: the sender rows count each mail once.)
-  SELECT coalesce(sum(t.delivered) FILTER (WHERE t.scope = 'sender'), 0)::bigint FROM taken t
+  SELECT coalesce(sum(t.delivered), 0)::bigint FROM taken t
 $$;
 ALTER FUNCTION mailroom.breaker_fold() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.breaker_fold() FROM PUBLIC;
@@ -263,28 +264,22 @@ AS $$
 DECLARE
   v_fold boolean;
 BEGIN
-  -- Delivered mail: one pending row per campaign and sender, with how many,
-  -- counted by a later fold. Nothing here waits for another reporter, and
-  -- no other reporter waits for this.
-  -- (Grouped by sender and by campaign apart, as mark_outcomes' lean pass
-  -- writes the same rows itself: one grouping of both through a lateral
-  -- VALUES cost twice as much.)
-  WITH m AS (
-    SELECT * FROM unnest(p_delivered_campaigns, p_delivered_senders) AS m(campaign_id, sender)
-  ),
-  added AS (
-    INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
-    SELECT 'sender', m.sender, count(*), p_now FROM m GROUP BY m.sender
-    UNION ALL
-    SELECT 'campaign', m.campaign_id::text, count(*), p_now FROM m
-    WHERE m.campaign_id IS NOT NULL GROUP BY m.campaign_id
+  -- Delivered mail: one pending row per sender and campaign, with how
+  -- many, counted by a later fold (mark_outcomes' lean statement writes the
+  -- same rows itself). Nothing here waits for another reporter, and no
+  -- other reporter waits for this.
+  WITH added AS (
+    INSERT INTO mailroom.breaker_pending (sender, campaign_id, delivered, recorded_at)
+    SELECT m.sender, m.campaign_id, count(*), p_now
+    FROM unnest(p_delivered_campaigns, p_delivered_senders) AS m(campaign_id, sender)
+    GROUP BY m.sender, m.campaign_id
     RETURNING id
   )
   SELECT coalesce(bool_or(a.id % 200 = 0), false) INTO v_fold FROM added a;
   -- Keep what is pending short whatever the pg_cron job does: the report
-  -- whose rows pass a multiple of 200 (one in 100 to 200, about 5,000 to
-  -- 10,000 mails) folds it, so a bad event or a read of breaker_status never
-  -- has a long backlog to sum. (Told by the rows' numbers: v0.4's first cut
+  -- whose rows pass a multiple of 200 (one in 200 where each report
+  -- carries one sender and campaign: about 10,000 mails) folds it, so a bad
+  -- event or a read of breaker_status never has a long backlog to sum. (Told by the rows' numbers: v0.4's first cut
   -- counted the rows on every report, reading past every dead version the
   -- folds had left since the table was last vacuumed.)
   IF v_fold THEN
@@ -310,7 +305,7 @@ $$;
 ALTER FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamptz) IS
-  'Internal (mark_outcomes): count finished mail against its campaign and sender, given per mail (from the queue rows the report deleted): delivered (sent, and hard-bounced during the SMTP conversation) and, of those, the hard bounces. Delivered mail is one insert into breaker_pending per campaign and sender (no lock another reporter waits for, no lookup; the report whose rows pass a multiple of 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
+  'Internal (mark_outcomes): count finished mail against its campaign and sender, given per mail (from the queue rows the report deleted): delivered (sent, and hard-bounced during the SMTP conversation) and, of those, the hard bounces. Delivered mail is one insert into breaker_pending, a row per sender and campaign (no lock another reporter waits for, no lookup; the report whose rows pass a multiple of 200 folds what is pending); only the bounces lock their campaign''s and sender''s breaker_counts row, to evaluate.';
 
 CREATE FUNCTION mailroom._breaker_reset(p_scope text, p_key text, p_now timestamptz)
 RETURNS void
@@ -463,7 +458,9 @@ FROM (SELECT parts.scope, parts.key, sum(parts.n) AS total, max(parts.at) AS upd
             UNION ALL
             SELECT k.scope, k.key, k.delivered_offset, k.updated_at FROM mailroom.breaker_counts k
             UNION ALL
-            SELECT p.scope, p.key, p.delivered, p.recorded_at FROM mailroom.breaker_pending p) AS parts
+            SELECT x.scope, x.key, p.delivered, p.recorded_at FROM mailroom.breaker_pending p
+            CROSS JOIN LATERAL (VALUES ('sender', p.sender), ('campaign', p.campaign_id::text)) AS x(scope, key)
+            WHERE x.key IS NOT NULL) AS parts
       GROUP BY parts.scope, parts.key) AS b
 JOIN mailroom.breaker_settings s ON s.scope = b.scope
 -- The same arithmetic as _breaker_figures, written out: a function called

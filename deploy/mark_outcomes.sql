@@ -158,15 +158,12 @@ BEGIN
       FROM finished f
     ),
     -- The circuit breaker's count of this delivered mail, the same
-    -- statement as _breaker_count_outcomes's (one pending row per
-    -- campaign and sender), written here: no call, and no arrays of the
-    -- mails' campaigns and senders to build.
+    -- statement as _breaker_count_outcomes's (one pending row per sender
+    -- and campaign), written here: no call, and no arrays of the mails'
+    -- campaigns and senders to build.
     counted AS (
-      INSERT INTO mailroom.breaker_pending (scope, key, delivered, recorded_at)
-      SELECT 'sender', f.sender, count(*), p_now FROM finished f GROUP BY f.sender
-      UNION ALL
-      SELECT 'campaign', f.campaign_id::text, count(*), p_now FROM finished f
-      WHERE f.campaign_id IS NOT NULL GROUP BY f.campaign_id
+      INSERT INTO mailroom.breaker_pending (sender, campaign_id, delivered, recorded_at)
+      SELECT f.sender, f.campaign_id, count(*), p_now FROM finished f GROUP BY f.sender, f.campaign_id
       RETURNING id
     )
     SELECT (SELECT count(*) FROM finished), (SELECT coalesce(bool_or(c.id % 200 = 0), false) FROM counted c)

@@ -5,9 +5,11 @@
 -- (every mark_outcomes) takes no row lock another reporter waits for, and
 -- costs the report one small insert:
 --
--- - breaker_pending: the delivered mail of one report, counted per
---   campaign and sender from the queue rows the report deleted (insert-only:
---   no row is shared, nothing is looked up). Folded into breaker_delivered
+-- - breaker_pending: the delivered mail of one report, counted per sender
+--   and campaign from the queue rows the report deleted, one row for each
+--   sender and campaign together (insert-only: no row is shared, nothing is
+--   looked up; a row per sender and another per campaign cost a report's
+--   statement one more grouping). Folded into breaker_delivered
 --   by whoever evaluates a bad event, by the report whose rows pass a
 --   multiple of 200, and by the pg_cron job mailroom-breaker-fold every
 --   minute.
@@ -31,15 +33,14 @@ CREATE TABLE mailroom.breaker_pending (
   -- is pending (no count of the rows, whose dead versions a count would
   -- have to step over).
   id          bigint GENERATED ALWAYS AS IDENTITY,
-  scope       text NOT NULL,
-  key         text NOT NULL,
+  sender      text NOT NULL,
+  campaign_id bigint,
   delivered   integer NOT NULL,
-  recorded_at timestamptz NOT NULL DEFAULT now(),
-  CONSTRAINT breaker_pending_scope_valid CHECK (scope IN ('campaign', 'sender'))
+  recorded_at timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE mailroom.breaker_pending OWNER TO mailroom_owner;
 COMMENT ON TABLE mailroom.breaker_pending IS
-  'Circuit breaker: delivered mail (sent, and hard-bounced during the SMTP conversation) of one outcome batch, one row per campaign and per sender with how many, not yet folded; breaker_fold moves it into breaker_delivered. Insert-only for reporters: they never meet.';
+  'Circuit breaker: delivered mail (sent, and hard-bounced during the SMTP conversation) of one outcome batch, one row per sender and campaign (NULL: no campaign) with how many, not yet folded; it counts for the sender and for the campaign. breaker_fold moves it into breaker_delivered. Insert-only for reporters: they never meet.';
 
 CREATE TABLE mailroom.breaker_delivered (
   scope       text NOT NULL,

@@ -130,15 +130,15 @@ RESET ROLE;
 SELECT mailroom.enqueue('f' || g || '@example.net', 'Hi', 'text', p_sender => 'fold') FROM generate_series(1, 10) g;
 CREATE TEMP TABLE b4 AS SELECT * FROM mailroom.claim_batch('w1', 10, p_sender => 'fold');
 SELECT mailroom.mark_outcomes((SELECT jsonb_agg(jsonb_build_object('id', id, 'token', lease_token, 'outcome', 'sent')) FROM b4));
-SELECT results_eq($$SELECT scope, key, delivered FROM mailroom.breaker_pending$$, $$VALUES ('sender'::text, 'fold'::text, 10)$$,
-  'a report of 10 sent (no campaign) is one pending row: its sender, 10');
+SELECT results_eq($$SELECT sender, campaign_id, delivered FROM mailroom.breaker_pending$$, $$VALUES ('fold'::text, NULL::bigint, 10)$$,
+  'a report of 10 sent (no campaign) is one pending row: its sender, no campaign, 10');
 SELECT results_eq($$SELECT delivered FROM mailroom.breaker_status WHERE key = 'fold'$$, $$VALUES (10.00)$$,
   'breaker_status counts pending mail');
 SELECT is(mailroom.breaker_fold(), 10::bigint, 'breaker_fold counts the 10');
 SELECT results_eq($$SELECT delivered, (SELECT count(*) FROM mailroom.breaker_pending) FROM mailroom.breaker_status
                     WHERE key = 'fold'$$, $$VALUES (10.00, 0::bigint)$$, 'folded, not counted twice');
 -- The report whose pending rows pass a multiple of 200 folds what is pending: the backlog stays short without pg_cron.
-INSERT INTO mailroom.breaker_pending (scope, key, delivered) SELECT 'sender', 'elsewhere', 1 FROM generate_series(1, 200) g;
+INSERT INTO mailroom.breaker_pending (sender, delivered) SELECT 'elsewhere', 1 FROM generate_series(1, 200) g;
 SELECT setval(pg_get_serial_sequence('mailroom.breaker_pending', 'id'), 1199);  -- the report's row is the 1,200th
 SELECT is((SELECT count(*)::int FROM mailroom.breaker_pending), 200, '200 rows pending before the report: none folded them');
 SELECT mailroom.enqueue('f11@example.net', 'Hi', 'text', p_sender => 'fold');

@@ -6,23 +6,26 @@ One scratch database: --history finished mails that finished 40 days ago
 (contents + finishing ledger row each, 2 % with an earlier retry row), a tenth
 as many finished yesterday (kept: inside attempts_retention), and a queue of
 due mail, written with INSERT ... SELECT as the owner, then VACUUM ANALYZE.
-Then four phases of the same load, --workers connections each looping
+Then four sides of the same load, --workers connections each looping
 claim_batch(50) -> mark_outcomes(all sent):
-  baseline   --seconds of load alone;
-  paced      --seconds while one more connection retires 5,000 old mails a
-             second (prune('30 days', 5000), one batch a call): retention in
+  baseline   load alone;
+  paced      while one more connection retires 5,000 old mails a second
+             (prune('30 days', 5000), one batch a call): retention in
              steady state, about as fast as the runners finish mail;
   catch-up   while it calls prune('30 days') back to back (the pg_cron job's
              call, default batches) until nothing old is left;
-  cpu hog    control: as long as the catch-up took, one more connection that
-             only burns CPU (generate_series), to tell prune's own harm from
-             that of any busy backend on the same cores.
+  cpu hog    control: one more connection that only burns CPU
+             (generate_series), to tell prune's own harm from that of any
+             busy backend on the same cores.
+The claim slows down as the load drains the queue, so the sides compared
+alternate: baseline and paced in --seconds/4 slices, ABBA twice (--seconds
+of each); the cpu hog for --seconds/2 before the catch-up and again after.
 Claim latency is each claim_batch call's round trip. Where claim_batch and
 mark_outcomes are not yet the v0.4 functions (a branch before core-hot is
 merged), the load runs their statements instead - the claim's UPDATE ...
 FOR UPDATE SKIP LOCKED on mailroom.queue and the report's DELETE from the
 queue + INSERT of finishing ledger rows - and the output says so.
---quick: 100,000 mails of history, 5 s phases.
+--quick: 100,000 mails of history, --seconds 8.
 
 Targets: claim p50 and p99 while paced <= 1.5 x baseline; during the
 catch-up <= 1.5 x during the CPU hog; every old mail retired, none of
@@ -38,6 +41,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import psycopg
 
@@ -208,13 +212,14 @@ def main() -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--history", type=int, default=None, help="old finished mails to retire")
     parser.add_argument("--workers", type=int, default=2, help="claiming connections")
-    parser.add_argument("--seconds", type=float, default=None, help="baseline length")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds of load for each of baseline and paced")
     args = parser.parse_args()
     history = args.history or (100_000 if args.quick else 1_000_000)
-    seconds = args.seconds or (5.0 if args.quick else 20.0)
-    # Enough for every phase at the embedded cluster's speed (synchronous_commit = off:
-    # two connections finish 10,000-20,000 mails a second).
-    queued = 500_000 if args.quick else 2_000_000
+    # Slices of whole seconds: a paced slice calls prune once a second.
+    seconds = args.seconds or (8.0 if args.quick else 20.0)
+    # Enough for every slice at the embedded cluster's speed (synchronous_commit = off:
+    # two connections finish 10,000-40,000 mails a second) over about 3.5 x --seconds.
+    queued = 1_000_000 if args.quick else 3_000_000
 
     print(f"mailroom bench: {args.workers} connections claiming {BATCH} and reporting them sent,"
           f" without and while prune retires {history:,} old finished mails")
@@ -233,10 +238,6 @@ def main() -> int:
                       " statements on mailroom.queue and the ledger instead")
 
             load = Load(url, args.workers, raw)
-            phases: list[tuple[str, list[float], int, float]] = []
-            base, mails, secs = load.run(lambda: time.sleep(seconds))
-            phases.append(("baseline", base, mails, secs))
-
             calls: list[tuple[float, int]] = []
 
             def prune_calls(p: psycopg.Connection, pace: float | None, until: float | None) -> None:
@@ -254,34 +255,64 @@ def main() -> int:
                     if pace:
                         time.sleep(max(0.0, pace - (time.perf_counter() - t0)))
 
+            # The claim slows as the runners drain the queue (the dead entries they leave at the
+            # head of the claim index until autovacuum: bench/bloat.py), whether or not anything
+            # prunes: run one after the other, a paced phase 20 s after the baseline measured
+            # 2.9 x its p50 with no prune call in it at all. So each comparison alternates its
+            # sides in the order ABBA, which cancels a steady drift.
+            sides: dict[str, list] = {}  # side -> [latencies, mails, seconds], its slices pooled
+
+            def measured(slices: list[tuple[str, Callable[[], None]]]) -> None:
+                for side, until in slices:
+                    xs, mails, secs = load.run(until)
+                    pooled = sides.setdefault(side, [[], 0, 0.0])
+                    pooled[0] += xs
+                    pooled[1] += mails
+                    pooled[2] += secs
+
+            slice_s = seconds / 4
+
             # Steady state: retire about as fast as the runners finish mail
             # (one batch of PACED_BATCH a second), as the hourly job does over time.
             conn.execute("SELECT mailroom.set_setting('prune_max_batches', '1')")
             with psycopg.connect(url, autocommit=True) as p:
-                paced, mails, secs = load.run(lambda: prune_calls(p, 1.0, time.perf_counter() + seconds))
-            phases.append((f"paced {PACED_BATCH}/s", paced, mails, secs))
+                def alone() -> None:
+                    time.sleep(slice_s)
+
+                def paced() -> None:
+                    prune_calls(p, 1.0, time.perf_counter() + slice_s)
+
+                measured([("baseline", alone), ("paced", paced), ("paced", paced), ("baseline", alone)] * 2)
             paced_retired = sum(m for _, m in calls)
             conn.execute("SELECT mailroom.set_setting('prune_max_batches', '20')")
 
-            # Catching up: back to back with the default batches until nothing is left.
+            # Catching up: back to back with the default batches until nothing is left,
+            # between two controls: one more backend burning CPU and nothing else.
+            hog_s = seconds / 2
+
+            def burn() -> None:
+                with psycopg.connect(url, autocommit=True) as b:
+                    end_at = time.perf_counter() + hog_s
+                    while time.perf_counter() < end_at:
+                        b.execute("SELECT count(*) FROM generate_series(1, 2000000)")
+
             calls.clear()
-            t0 = time.perf_counter()
-            with psycopg.connect(url, autocommit=True) as p:
-                during, mails, secs = load.run(lambda: prune_calls(p, None, None))
-            prune_s = time.perf_counter() - t0
-            phases.append(("catch-up", during, mails, secs))
+            prune_s = 0.0
+
+            def catch_up() -> None:
+                nonlocal prune_s
+                t0 = time.perf_counter()
+                with psycopg.connect(url, autocommit=True) as p:
+                    prune_calls(p, None, None)
+                prune_s = time.perf_counter() - t0
+
+            measured([("cpu hog", burn), ("catch-up", catch_up), ("cpu hog", burn)])
             retired = sum(m for _, m in calls)
             longest = max(s for s, _ in calls)
             ncalls = len(calls)
-
-            # Control: one more backend burning CPU for as long, and nothing else.
-            def burn() -> None:
-                with psycopg.connect(url, autocommit=True) as b:
-                    end_at = time.perf_counter() + prune_s
-                    while time.perf_counter() < end_at:
-                        b.execute("SELECT count(*) FROM generate_series(1, 2000000)")
-            hog, mails, secs = load.run(burn)
-            phases.append(("cpu hog", hog, mails, secs))
+            phases = [(side, xs, mails, secs) for side, (xs, mails, secs) in sides.items()]
+            base, paced_xs = sides["baseline"][0], sides["paced"][0]
+            during, hog = sides["catch-up"][0], sides["cpu hog"][0]
 
             left = conn.execute(
                 "SELECT count(*) FILTER (WHERE delivery_key LIKE 'h-%'), count(*) FILTER (WHERE delivery_key LIKE 'r-%')"
@@ -294,10 +325,11 @@ def main() -> int:
         print(f"prune, paced: {paced_retired:,} mails in {seconds:.0f} s;"
               f" catching up: {retired:,} mails in {prune_s:.1f} s ({retired / prune_s:,.0f} mails/s), {ncalls} calls,"
               f" longest call {longest:.2f} s; left: {left[0]:,} old, {left[1]:,} recent; integrity problems: {problems}")
-        print("(cpu hog: one backend running generate_series for as long as the catch-up took - what any busy"
-              " backend costs the claimers on this machine)")
+        print(f"(phases alternate: baseline and paced in {slice_s:.0f} s slices, ABBA twice; the cpu hog, one backend"
+              f" running generate_series - what any busy backend costs the claimers on this machine - {hog_s:.0f} s"
+              " before and after the catch-up)")
         for q in (50, 99):
-            r = pct(paced, q) / pct(base, q)
+            r = pct(paced_xs, q) / pct(base, q)
             target(f"claim p{q} while prune retires {PACED_BATCH}/s / without <= 1.5", f"{r:.2f}", r <= 1.5)
         for q in (50, 99):
             r = pct(during, q) / pct(hog, q)

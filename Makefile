@@ -20,7 +20,7 @@ DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \
          PGPORT=$$($(MAILROOM) db url | sed -E 's|.*:([0-9]+)/.*|\1|')
 
-.PHONY: help deps venv db-up db-down test test-steps pgtap pytest revert-redeploy drill demo bench bench-deps bench-quick clean
+.PHONY: help deps venv db-up db-down test test-steps sql-steps pgtap pytest revert-redeploy drill demo bench bench-deps bench-quick clean
 
 help:
 	@echo "make test    install what is missing, start the embedded cluster, run pgTAP + pytest + revert/redeploy"
@@ -62,11 +62,18 @@ db-down: venv
 test: deps venv
 	@if $(MAILROOM) db status >/dev/null 2>&1; then was_up=1; else was_up=0; fi; \
 	$(MAILROOM) db up; \
-	rc=0; $(MAKE) --no-print-directory test-steps || rc=$$?; \
+	rc=0; $(MAKE) --no-print-directory -j2 --output-sync=target test-steps || rc=$$?; \
 	if [ $$was_up = 0 ]; then $(MAILROOM) db down; fi; \
 	exit $$rc
 
-test-steps: pgtap pytest revert-redeploy
+# pytest runs beside the SQL steps: its tests use databases cloned from their
+# own template (and throwaway clusters), never `mailroom`, and spend much of
+# their time waiting on runners and sinks, which leaves room for pg_prove and
+# Sqitch on the same two cores.
+test-steps: pytest sql-steps
+
+sql-steps: pgtap
+	$(MAKE) --no-print-directory revert-redeploy
 
 pgtap:
 	$(PG_ENV) pg_prove --failures --comments tests/pgtap/*.sql

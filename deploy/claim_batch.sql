@@ -317,6 +317,8 @@ DECLARE
   v_n           integer;
   -- limited claims: candidates (one element each, in claim order), budgets, picks
   v_cid         bigint[];
+  v_crow        tid[];                   -- their rows, as the lock returned them
+  v_pick_row    tid[] := '{}';
   v_cdom        text[];
   v_csnd        text[];
   v_cdlim_s     integer[];               -- each candidate's domain limits
@@ -327,6 +329,8 @@ DECLARE
   v_csrow_m     tid[];
   v_gdom        text[];                  -- limited domains and what each granted
   v_gn          integer[];
+  v_granted     integer;                 -- their sum
+  v_climited    integer;                 -- candidates whose domain is limited
   v_pick        bigint[] := '{}';
   v_claimed     bigint[];
   v_snd_names   text[] := '{}';          -- limited senders, their limits, budgets and rows
@@ -420,38 +424,43 @@ BEGIN
       -- that leaves those domains out.
       v_scan := v_want;
 
-      -- 2. The candidates, locked, in claim order, with their domains, the
-      --    domains' limits (their own row, else the default) and what their
-      --    senders allow.
-      SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(t.to_domain ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(c.sender ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END
-                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END
-                                ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(v_snd_caps[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(v_snd_row_s[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}'),
-             coalesce(array_agg(v_snd_row_m[c.si] ORDER BY c.priority DESC, c.run_at, c.id), '{}')
-        INTO v_cid, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m
+      -- 2. The candidates, locked, in claim order, with their rows as the
+      --    lock returned them (the lease finds them by ctid, as the
+      --    unlimited claim does), their domains, the domains' limits (their
+      --    own row, else the default) and what their senders allow. One sort
+      --    feeds every array (an ORDER BY in each aggregate sorted the
+      --    candidates once per array).
+      SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.row), '{}'),
+             coalesce(array_agg(c.to_domain), '{}'), coalesce(array_agg(c.sender), '{}'),
+             coalesce(array_agg(c.lim_s), '{}'), coalesce(array_agg(c.lim_m), '{}'),
+             coalesce(array_agg(v_snd_caps[c.si]), '{}'),
+             coalesce(array_agg(v_snd_row_s[c.si]), '{}'), coalesce(array_agg(v_snd_row_m[c.si]), '{}'),
+             count(*) FILTER (WHERE c.lim_s IS NOT NULL OR c.lim_m IS NOT NULL)
+        INTO v_cid, v_crow, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m, v_climited
       FROM (
-        SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM mailroom._queued_priorities() AS p
-        CROSS JOIN LATERAL (
-          SELECT q.id, q.priority, q.run_at, q.sender FROM mailroom.queue q
-          WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
-            AND (p_sender IS NULL OR q.sender = p_sender)
-            AND q.sender <> ALL (v_snd_blocked)
-            AND (cardinality(v_dom_blocked) = 0
-                 OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
-          ORDER BY q.run_at, q.id
+        SELECT c.id, c.row, c.sender, c.si, t.to_domain,
+               CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END AS lim_s,
+               CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END AS lim_m
+        FROM (
+          SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM mailroom._queued_priorities() AS p
+          CROSS JOIN LATERAL (
+            SELECT q.id, q.ctid AS row, q.priority, q.run_at, q.sender FROM mailroom.queue q
+            WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
+              AND (p_sender IS NULL OR q.sender = p_sender)
+              AND q.sender <> ALL (v_snd_blocked)
+              AND (cardinality(v_dom_blocked) = 0
+                   OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
+            ORDER BY q.run_at, q.id
+            LIMIT v_scan
+            FOR UPDATE SKIP LOCKED
+          ) AS due
           LIMIT v_scan
-          FOR UPDATE SKIP LOCKED
-        ) AS due
-        LIMIT v_scan
-      ) AS c
-      JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
-      -- (Only the default: no lookup per candidate.)
-      LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain;
+        ) AS c
+        JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
+        -- (Only the default: no lookup per candidate.)
+        LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain
+        ORDER BY c.priority DESC, c.run_at, c.id
+      ) AS c;
       EXIT WHEN cardinality(v_cid) = 0;
 
       -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).
@@ -468,27 +477,37 @@ BEGIN
       --    of the next round's scan. (No more picks than wanted: the scan
       --    took no more candidates.)
       IF v_dom_limited THEN
-        SELECT coalesce(array_agg(b.domain), '{}'), coalesce(array_agg(b.granted), '{}') INTO v_gdom, v_gn
+        SELECT coalesce(array_agg(b.domain), '{}'), coalesce(array_agg(b.granted), '{}'), coalesce(sum(b.granted), 0)
+          INTO v_gdom, v_gn, v_granted
         FROM mailroom._domain_budgets_spend(
                CASE WHEN v_csok IS NULL THEN v_cdom
                     ELSE ARRAY(SELECT CASE WHEN v_csok[u.ord] THEN u.domain END
                                FROM unnest(v_cdom) WITH ORDINALITY AS u(domain, ord) ORDER BY u.ord) END,
                v_cdlim_s, v_cdlim_m, p_now) AS b;
       END IF;
-      SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
-             v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
-             v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
-        INTO v_pick, v_dom_blocked, v_snd_blocked
-      FROM (
-        SELECT c.id, c.ord, c.domain, c.sender, c.snd_ok,
-               c.granted IS NULL
-                 OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
+      IF v_csok IS NULL AND (NOT v_dom_limited OR v_granted = v_climited) THEN
+        -- Every domain granted all its candidates asked for (a grant is
+        -- never more than asked) and no sender is limited: all are picked,
+        -- without working out the pick candidate by candidate.
+        v_pick := v_cid;
+        v_pick_row := v_crow;
+      ELSE
+        SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
+               coalesce(array_agg(p.row ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
+               v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
+               v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
+          INTO v_pick, v_pick_row, v_dom_blocked, v_snd_blocked
         FROM (
-          SELECT u.id, u.ord, u.domain, u.sender, coalesce(v_csok[u.ord], true) AS snd_ok,
-                 v_gn[array_position(v_gdom, u.domain)] AS granted
-          FROM unnest(v_cid, v_cdom, v_csnd) WITH ORDINALITY AS u(id, domain, sender, ord)
-        ) AS c
-      ) AS p;
+          SELECT c.id, c.row, c.ord, c.domain, c.sender, c.snd_ok,
+                 c.granted IS NULL
+                   OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
+          FROM (
+            SELECT u.id, u.row, u.ord, u.domain, u.sender, coalesce(v_csok[u.ord], true) AS snd_ok,
+                   v_gn[array_position(v_gdom, u.domain)] AS granted
+            FROM unnest(v_cid, v_crow, v_cdom, v_csnd) WITH ORDINALITY AS u(id, row, domain, sender, ord)
+          ) AS c
+        ) AS p;
+      END IF;
     END IF;
 
     -- The picks, the gate and the lease, one statement. Without a budget in
@@ -526,7 +545,7 @@ BEGIN
        WHERE NOT v_limited
        LIMIT v_scan)
       UNION ALL
-      SELECT q.id, q.ctid FROM unnest(v_pick) AS u(id) JOIN mailroom.queue q ON q.id = ANY (ARRAY[u.id])
+      SELECT u.id, u.row FROM unnest(v_pick, v_pick_row) AS u(id, row)
       WHERE v_limited
     ),
     gated AS MATERIALIZED (

@@ -485,10 +485,11 @@ BEGIN
                                FROM unnest(v_cdom) WITH ORDINALITY AS u(domain, ord) ORDER BY u.ord) END,
                v_cdlim_s, v_cdlim_m, p_now) AS b;
       END IF;
-      IF v_csok IS NULL AND (NOT v_dom_limited OR v_granted = v_climited) THEN
+      IF v_csok IS NULL AND v_granted = v_climited THEN
         -- Every domain granted all its candidates asked for (a grant is
         -- never more than asked) and no sender is limited: all are picked,
-        -- without working out the pick candidate by candidate.
+        -- without working out the pick candidate by candidate. (With no
+        -- sender limited a domain is; v_granted is NULL otherwise.)
         v_pick := v_cid;
         v_pick_row := v_crow;
       ELSE

@@ -1,6 +1,6 @@
 -- Tests for mailroom:claim_batch (and its owner-only twin _claim_batch, which pins the clock)
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts;
 TRUNCATE mailroom.suppressions;
@@ -231,6 +231,22 @@ SELECT is_empty($$SELECT * FROM mailroom._claim_batch('w', 100, '1 minute', 'min
   'and nothing more within that minute');
 SELECT results_eq($$SELECT count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', 'minutely', '2030-02-01 00:03:02Z')$$,
   $$VALUES (3)$$, 'a minute (and a slot) later the rest');
+
+-- With no sender limited, a domain's grant alone caps its mail in a batch:
+-- the candidates are all picked only when every domain granted all they
+-- asked for.
+DELETE FROM mailroom.senders;
+SELECT mailroom.set_domain_limits('solo.test', 2);
+SELECT mailroom.enqueue('s' || g || '@solo.test', 'Hi', 'B', p_delivery_key => 'solo-' || g, p_send_at => '2030-02-01Z')
+  FROM generate_series(1, 5) g;
+SELECT mailroom.enqueue('f' || g || '@free.test', 'Hi', 'B', p_delivery_key => 'free-' || g, p_send_at => '2030-02-01Z')
+  FROM generate_series(1, 3) g;
+UPDATE mailroom.queue SET updated_at = '2030-02-01Z' WHERE status = 'queued';
+SELECT results_eq($$SELECT split_part(to_address, '@', 2), count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:04:00Z') WHERE to_address ~ '@(solo|free)\.test$' GROUP BY 1 ORDER BY 1$$,
+  $$VALUES ('free.test'::text, 3), ('solo.test', 2)$$,
+  'no sender limited: a domain limited to 2/s gets 2 of its 5, an unlimited one all of its 3');
+SELECT results_eq($$SELECT count(*)::int FROM mailroom._claim_batch('w', 100, '1 minute', NULL, '2030-02-01 00:04:01.5Z') WHERE to_address LIKE '%@solo.test'$$,
+  $$VALUES (2)$$, 'a window later 2 more, every candidate''s domain granting all it asked for');
 
 -- A claim whose transaction began before a release handed the mail back
 -- (its p_now is earlier than the release) is stamped when the mail was free:

@@ -1,24 +1,13 @@
 -- Deploy mailroom:view_queue_stats to pg
--- requires: view_queue_stats@v0.3.0
--- requires: split_messages
--- requires: table_campaign_backlog
+-- requires: view_queue_stats@v0.4.0
 
--- v0.4: queue depth and age come from the hot queue, so the view costs
--- O(live mail) however long the history: one pass over mailroom.queue
--- grouped by sender and status, and per group one primary-key probe of
--- contents for the age of its oldest mail (the lowest id: ids are handed out
--- in enqueue order). Campaign mail not queued yet (a chunk at a time,
--- deploy/campaign_chunks.sql) is added from each campaign's backlog row,
--- which keeps its count: a read costs a row per campaign, not a count of
--- a million index entries. Finished mail is no longer counted here: v0.3 listed
--- sent, failed and cancelled rows per sender, which meant reading the whole
--- history on every `mailroom status`; delivery_metrics (a window of the
--- ledger) and campaign_progress count finished mail instead.
---
--- open_transactions takes no p_now any more (no clock parameter on a
--- function a role may execute): ages are measured with clock_timestamp() at
--- the call, as its default did. split_messages dropped the v0.3 view; this
--- creates it again, same columns.
+-- v0.4.1: the warnings leave out the statement reading the view (see tx
+-- below).
+-- Otherwise as v0.4.0 (deploy/view_queue_stats@v0.4.0.sql explains the
+-- shape): queue depth and age from the hot queue and the campaign backlog
+-- rows; what pins the xmin horizon told apart from long transactions that
+-- pin nothing. Same columns, so CREATE OR REPLACE keeps runner_warnings,
+-- which reads this view, in place.
 
 BEGIN;
 
@@ -34,9 +23,7 @@ BEGIN;
 -- Sessions of other roles show neither unless the reader has
 -- pg_read_all_stats: the v0.1.0 deploy granted it to mailroom_owner.
 
-DROP FUNCTION mailroom.open_transactions(timestamptz);
-
-CREATE FUNCTION mailroom.open_transactions()
+CREATE OR REPLACE FUNCTION mailroom.open_transactions()
 RETURNS TABLE (
   kind             text,
   pid              integer,
@@ -77,7 +64,7 @@ GRANT EXECUTE ON FUNCTION mailroom.open_transactions() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.open_transactions() IS
   'Open transactions in this database, oldest first: kind transaction (pid for pg_terminate_backend), prepared (prepared_gid for ROLLBACK PREPARED) or hidden (another role''s session mailroom_owner cannot see: grant it pg_read_all_stats). Who and how long, never the query text; pins_horizon: it holds a snapshot or a transaction id, so vacuum cannot remove rows that died after it (horizon_xid_age: how many transactions ago). Ages are measured with clock_timestamp(), not now(): at the call, not from the start of the caller''s own transaction.';
 
-CREATE VIEW mailroom.queue_stats WITH (security_barrier) AS
+CREATE OR REPLACE VIEW mailroom.queue_stats WITH (security_barrier) AS
 WITH cfg AS (
   SELECT coalesce((SELECT value::interval FROM mailroom.settings WHERE key = 'lease_warning_after'),
                   interval '5 minutes') AS warn_after
@@ -87,6 +74,13 @@ tx AS (
          coalesce('pid ' || t.pid, 'prepared ' || t.prepared_gid) || coalesce(' ' || t.usename, '')
            || coalesce(' ' || nullif(t.application_name, ''), '') || coalesce(' ' || t.state, '') AS who
   FROM mailroom.open_transactions() t
+  -- The statement reading this view is not a warning: it holds a snapshot
+  -- while it runs, and on a loaded machine an autocommit `mailroom status`
+  -- outlived a short lease_warning_after and reported itself as pinning the
+  -- xmin horizon. The caller's session counts only for a transaction it
+  -- began before this statement (psql in BEGIN ... : a real open transaction).
+  WHERE t.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
+     OR t.xact_start < pg_catalog.statement_timestamp()
 ),
 -- What holds the xmin horizon back: old transactions with a snapshot or a
 -- transaction id, and replication slots no standby or consumer is attached
@@ -197,7 +191,7 @@ ALTER VIEW mailroom.queue_stats OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.queue_stats FROM PUBLIC;
 GRANT SELECT ON mailroom.queue_stats TO mailroom_operator;
 COMMENT ON VIEW mailroom.queue_stats IS
-  'Live mail (the hot queue: queued, sending, paused, review, plus campaign mail not queued yet as queued, or paused while its campaign is, due once the campaign''s send_at has passed) per sender and status with depth and age (kind = queue), then warnings (kind = warning): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
+  'Live mail (the hot queue: queued, sending, paused, review, plus campaign mail not queued yet as queued, or paused while its campaign is, due once the campaign''s send_at has passed) per sender and status with depth and age (kind = queue), then warnings (kind = warning; never about the statement reading the view): xmin_horizon (something pins vacuum: the queue will bloat), long_transaction (open long, pins nothing, holds its locks), sessions_hidden, expired_leases (reclaim not running), review_waiting.';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_age IS
   'Queue rows: age of the group''s oldest mail (now() - created_at of its lowest id). Warning rows: age of the oldest offending item (xmin_horizon: of the oldest transaction among the holders; NULL when only replication slots hold it).';
 COMMENT ON COLUMN mailroom.queue_stats.oldest_due_age IS

@@ -126,6 +126,19 @@ def test_status_tells_a_pinned_xmin_horizon_from_a_long_transaction(db_url, conn
     assert f"pid {pids[1]} " in warnings["xmin_horizon"]["detail"]
 
 
+def test_status_never_warns_about_its_own_statement(conn, operator_dsn):
+    """The statement reading queue_stats holds a snapshot while it runs; on a
+    loaded machine it outlived lease_warning_after and `mailroom status`
+    reported itself as pinning the xmin horizon. With the threshold at zero
+    every open transaction is over it, so on the v0.4.0 view this failed
+    every time; nothing else is open in the test's database."""
+    conn.execute("UPDATE mailroom.settings SET value = '0 seconds' WHERE key = 'lease_warning_after'")
+    code, out, err = run("status", "--dsn", operator_dsn, "--json")
+    assert code == 0, err
+    warnings = {w["warning"] for w in json.loads(out)["warnings"]}
+    assert not warnings & {"xmin_horizon", "long_transaction"}, out
+
+
 def test_inspect_by_key_and_by_id(operator_dsn, scenario):
     code, out, err = run("inspect", "--dsn", operator_dsn, "careful-2")
     assert code == 0, err

@@ -15,6 +15,8 @@ BEGIN
   ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
                      WHERE r.ev_class = 'mailroom.queue_stats'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
     'queue_stats reads the messages read model instead of the queue';
+  ASSERT pg_get_viewdef('mailroom.queue_stats'::regclass) LIKE '%pg_backend_pid()%',
+    'queue_stats counts the statement reading it in its warnings';
 END
 $$;
 

@@ -304,7 +304,7 @@ def test_enqueue_notifies_on_commit_only(db_url, conn):
             app.execute("SELECT mailroom.enqueue('n@example.com', 'Hi', 'Body', p_sender => 'billing')")
             assert list(listener.notifies(timeout=0.3)) == [], "nothing before commit"
             app.execute("COMMIT")
-        note = next(listener.notifies(timeout=5))
+        note = next(listener.notifies(timeout=30))
         assert (note.channel, note.payload) == ("mailroom", "billing")
     finally:
         listener.close()

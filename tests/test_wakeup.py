@@ -17,7 +17,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from mailroom import queries
-from mailroom.runner import Waiting
+from mailroom.database import Waiting
 from mailroom.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, enqueue, settled, wait_for

@@ -100,6 +100,7 @@ class Heartbeat:
         summary_every: float = DEFAULT_SUMMARY_EVERY,
         min_gap: float = MIN_GAP,
         clock: Callable[[], float] = time.monotonic,
+        database: str | None = None,
     ):
         if interval < 1:
             raise ValueError("heartbeat interval must be at least 1 second")
@@ -115,6 +116,7 @@ class Heartbeat:
         self.summary_every = summary_every
         self._vitals = vitals
         self._clock = clock
+        self.database = database  # named in the summary line when a runner serves several
         self._beat_at: float | None = None  # last attempt to write (monotonic)
         self._written: Vitals | None = None  # what the last written beat said
         self._refused = logs.StateLog("heartbeat")  # a call the database refused, logged once
@@ -209,4 +211,5 @@ class Heartbeat:
             ambiguous=v.ambiguous - base.ambiguous,
             per_second=round((v.sent - base.sent) / seconds, 1) if seconds > 0 else None,
             in_flight=v.in_flight, total_sent=v.sent, relay="up" if v.relay_up else "down",
+            **({"database": self.database} if self.database else {}),
         )

@@ -70,10 +70,19 @@ def _call(target: psycopg_pool.ConnectionPool | psycopg.Connection, query: str, 
 
 
 def _execute(conn: psycopg.Connection, query: str, params: dict | None, as_text: tuple[str, ...]) -> list:
+    # Through a transaction-mode pooler the session's settings are not ours:
+    # the connection carries SET LOCALs that go with each call, in the same
+    # query string, so they hold for its implicit transaction (database.py).
+    per_call = getattr(conn, "_mailroom_per_call", None)
     with conn.cursor() as cur:
         for type_name in as_text:
             cur.adapters.register_loader(type_name, TextLoader)  # this cursor only
-        cur.execute(query, params)
+        if per_call is None:
+            cur.execute(query, params)
+        else:
+            cur.execute(per_call + query, params)
+            while cur.nextset():  # the SETs' results first, the call's last
+                pass
         # rownumber is None without rows to fetch (description, the usual
         # test, builds a Column object per field on every call).
         return cur.fetchall() if cur.rownumber is not None else []

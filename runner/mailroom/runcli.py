@@ -32,6 +32,14 @@ class _SemicolonSeparated(click.ParamType):
     envvar_list_splitter = ";"
 
 
+def _some_database(ctx, param, value):
+    """--dsn is required unless --dsn-file names the databases (declared
+    before --dsn, so click has read it by now)."""
+    if not value and ctx.params.get("dsn_file") is None:
+        raise click.MissingParameter(ctx=ctx, param=param)
+    return value
+
+
 def _with(options):
     def deco(f):
         for o in reversed(options):
@@ -41,10 +49,21 @@ def _with(options):
 
 
 @click.command("run", epilog=exitcodes.help_text())
-@click.option("--dsn", required=True, metavar="URL",
-              help="libpq connection string or URL of the mailroom database "
-                   "(a role granted mailroom_runner). Example: postgresql://runner@db/app",
+@click.option("--dsn-file", type=click.File("r"), default=None, metavar="FILE",
+              help="More databases, one DSN per line ('#' starts a comment).", **_env("DSN_FILE"))
+@click.option("--dsn", "dsns", multiple=True, callback=_some_database, type=_SemicolonSeparated(), metavar="URL",
+              help="libpq connection string or URL of a mailroom database (a role granted "
+                   "mailroom_runner). Example: postgresql://runner@db/app. Repeat it to serve several "
+                   "databases from one runner (the variable takes ';'-separated entries).",
               **_env("DSN"))
+@click.option("--pooled", is_flag=True, default=False,
+              help="The DSNs go through a transaction-mode pooler (PgBouncer pool_mode=transaction): no "
+                   "startup options and no prepared statements, the timeouts sent with every call; "
+                   "wake-ups only over --listen-dsn, else polling every --poll-interval. "
+                   "See docs/scale.md.", **_env("POOLED"))
+@click.option("--listen-dsn", "listen_dsns", multiple=True, type=_SemicolonSeparated(), metavar="URL",
+              help="With --pooled: a direct connection to the same database for LISTEN and the wake-up "
+                   "protocol, one per --dsn in the same order.", **_env("LISTEN_DSN"))
 @click.option("--smtp", "smtp_url", required=True, metavar="URL",
               help="Where mail goes: smtp://[user:pass@]host[:port][?starttls][&timeout=S][&cafile=PATH]"
                    "[&verify=0], smtps://..., file://DIR (maildir) or null://.",
@@ -111,7 +130,7 @@ def _with(options):
 @click.option("--summary-interval", type=click.FloatRange(0.1, 86400), default=60.0, hidden=True,
               **_env("SUMMARY_INTERVAL"))
 @_with(log_options)
-def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
+def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
             poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
             dkim_profiles, unsubscribe_urls, unsubscribe_mailto, signing_keys, verp_profiles,
             heartbeat_interval, summary_interval, log_format, log_level):
@@ -128,6 +147,15 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     from mailroom.transport import Transport, TransportConfigError, parse_url
 
     logs.setup(log_format, log_level)
+    dsns = list(dsns)
+    if dsn_file is not None:
+        dsns += [line.strip() for line in dsn_file if line.strip() and not line.lstrip().startswith("#")]
+    if not dsns:
+        click.echo("mailroom: --dsn-file: names no database", err=True)
+        sys.exit(exitcodes.USAGE)
+    if listen_dsns and not pooled:
+        click.echo("mailroom: --listen-dsn goes with --pooled (without it the runner listens on --dsn)", err=True)
+        sys.exit(exitcodes.USAGE)
     try:  # every key now, before anything is claimed: a bad one never stops a drain halfway
         signers = dkim.load_profiles(dkim_profiles)
     except dkim.DkimConfigError as e:  # a bad --dkim key: restarting will not help
@@ -147,7 +175,7 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     try:
         url = parse_url(smtp_url, default_timeout=smtp_timeout)
         settings = Settings(
-            dsn=dsn, smtp=smtp_url, concurrency=concurrency, batch=batch, lease=lease, sender=sender,
+            dsns=dsns, pooled=pooled, listen_dsns=list(listen_dsns), smtp=smtp_url, concurrency=concurrency, batch=batch, lease=lease, sender=sender,
             poll_interval=poll_interval, grace=grace, from_address=from_address,
             message_id_domain=message_id_domain, worker=worker or default_worker_name(),
             smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle, dkim=signers,
@@ -159,6 +187,9 @@ def run_cmd(dsn, smtp_url, concurrency, batch, lease, sender, from_address, mess
     except (TransportConfigError, ValueError) as e:
         click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
         sys.exit(exitcodes.USAGE)
+    except FatalError as e:  # a --dsn that cannot be parsed
+        click.echo(f"mailroom: {logs.redact(str(e))}", err=True)
+        sys.exit(e.exit_code)
     runner.install_signal_handlers()
     if metrics_port:
         try:

@@ -51,28 +51,21 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
-import psycopg
-import psycopg_pool
-from psycopg.rows import dict_row
-
 from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
-from mailroom.completer import Completer, Report
+from mailroom.completer import Report
+from mailroom.database import Database, FatalError
 from mailroom.dkim import Signing
-from mailroom.unsubscribe import Unsubscribe
-from mailroom.heartbeat import Heartbeat, Vitals
+from mailroom.heartbeat import Vitals
 from mailroom.logs import event
-from mailroom.render import Built, RenderError, Renderer, read_json_columns
+from mailroom.render import Built, RenderError, read_json_columns
+from mailroom.unsubscribe import Unsubscribe
 from mailroom.sendpool import AsyncSendPool, ThreadSendPool
 from mailroom.transport import Outcome, Transport
 
 _log = logging.getLogger(logs.LOGGER_NAME)
 
-RECLAIM_INTERVAL = 1.0
 LEASE_CHECK_INTERVAL = 1.0
-# The wake-up handshake's advisory locks are never worth waiting for: a
-# stray holder must not stall the runner (it polls instead).
-WAITING_LOCK_TIMEOUT_MS = 200
 
 __all__ = ["Backoff", "FatalError", "Runner", "Settings", "default_worker_name"]
 
@@ -83,7 +76,7 @@ def default_worker_name() -> str:
 
 @dataclass
 class Settings:
-    dsn: str = field(repr=False)  # may hold a password
+    dsns: list[str] = field(repr=False)  # may hold passwords; one database or several
     smtp: str = field(repr=False)
     concurrency: int = 8
     batch: int = 100
@@ -102,6 +95,13 @@ class Settings:
     unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
     verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
     verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
+    # Through a transaction-mode pooler (--pooled): see mailroom.database.
+    pooled: bool = False
+    listen_dsns: list[str] = field(default_factory=list, repr=False)  # direct sessions, one per --dsn
+
+    def __post_init__(self):
+        if isinstance(self.dsns, str):
+            self.dsns = [self.dsns]
 
     @property
     def db_timeout(self) -> float:
@@ -115,14 +115,6 @@ class Settings:
         return min(self.grace / 2, 5.0)
 
 
-class FatalError(Exception):
-    """The runner cannot start (or go on); `exit_code` is one of mailroom.exitcodes."""
-
-    def __init__(self, message: str, exit_code: int = exitcodes.REFUSED):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 @dataclass
 class Batch:
     """One claim's lease: which of its mail is still being sent, and which
@@ -132,6 +124,7 @@ class Batch:
     lease: float
     unfinished: set
     unrecorded: set
+    db: Database = field(repr=False)  # where the mail came from, and where its outcomes go
     extended_at: float = field(default_factory=time.monotonic)
 
 
@@ -139,57 +132,6 @@ class Batch:
 class Job:
     row: dict
     batch: Batch
-
-
-class Waiting:
-    """The runner's side of enqueue's wake-up protocol (deploy/runner_waiting.sql,
-    deploy/enqueue.sql). enqueue notifies only while some runner is waiting
-    (a row in mailroom.runner_waits for its backend); this runner waits, on a
-    connection of its own, from the first claim that comes back short until a
-    claim comes back full. Before it
-    sleeps until notified it claims once more after enqueues_settled: every
-    enqueue that saw nobody waiting has committed by then, so that claim finds
-    its mail and no wake-up is lost."""
-
-    def __init__(self, connect):
-        self._connect = connect
-        self.conn: psycopg.Connection | None = None
-        self.held = False
-        self.settled = False
-
-    def prepare(self) -> str:
-        """'claim': the barrier just passed, claim once more; 'retry': an
-        enqueue that may not have woken us is in flight, try again shortly;
-        'sleep': sleep until notified."""
-        if self.settled:
-            return "sleep"
-        if not self.held:
-            if self.conn is None or self.conn.closed:
-                self.conn = self._connect()
-            queries.runner_waiting(self.conn, True)
-            self.held = True
-        self.settled = queries.enqueues_settled(self.conn)
-        return "claim" if self.settled else "retry"
-
-    def end(self) -> None:
-        """Busy again: enqueues need not wake us."""
-        if self.held:
-            self.held = self.settled = False
-            queries.runner_waiting(self.conn, False)
-
-    def reset(self) -> None:
-        """The connection failed: start over (its row goes at the next
-        runner_waiting call of any runner once the backend has exited)."""
-        self.held = self.settled = False
-        self.close()
-
-    def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
-            self.conn = None
 
 
 def _note_signal(signum, frame) -> None:
@@ -206,29 +148,35 @@ class Runner:
             raise ValueError("--concurrency and --batch must be >= 1")
         if settings.lease < 2:
             raise ValueError("--lease must be at least 2 seconds")
+        if not settings.dsns:
+            raise ValueError("--dsn: give at least one database")
+        if settings.listen_dsns and len(settings.listen_dsns) != len(settings.dsns):
+            raise ValueError(f"--listen-dsn: give one per --dsn, in the same order "
+                             f"({len(settings.dsns)} --dsn, {len(settings.listen_dsns)} --listen-dsn)")
         self.transport = transport or Transport(settings.smtp, local_hostname=None)
-        self.renderer = Renderer(settings.from_address, settings.message_id_domain)
-        self.signing = Signing(settings.dkim, self.renderer.domain)
+        listen_dsns = settings.listen_dsns or [None] * len(settings.dsns)
+        self.databases = [Database(dsn, settings=settings, listen_dsn=listen, pooled=settings.pooled,
+                                   on_flush=on_flush, on_flush_every=on_flush_every)
+                          for dsn, listen in zip(settings.dsns, listen_dsns)]
+        names = [db.name for db in self.databases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--dsn: the same database twice: {', '.join(sorted(n for n in set(names) if names.count(n) > 1))}")
+        self.several = len(self.databases) > 1
+        self._rotation = 0  # which database a claim round starts with
+        self.signing = Signing(settings.dkim, self.databases[0].renderer.domain)
         self.unsubscribe = settings.unsubscribe or Unsubscribe(None, {}, {}, {})
-        self.streams_read_at = 0.0  # monotonic; which streams carry headers is read again every minute
         self.needs_message = self.transport.needs_message
-        self.on_flush, self.on_flush_every = on_flush, on_flush_every
-        self.pool: psycopg_pool.ConnectionPool | None = None
-        self.completer: Completer | None = None
         self.lock = threading.Lock()  # batches, pending, counts
-        self.batches: dict[str, Batch] = {}  # by lease token
+        self.batches: dict[tuple[str, str], Batch] = {}  # by (database, lease token)
         self.pending = 0  # claimed and not yet sent or handed back
         metrics.IN_FLIGHT.set_function(lambda: self.pending)  # read when scraped, not set on every mail
         self.low_water = 2 * settings.concurrency
         self.stopping = threading.Event()  # stop claiming
         self.stop_requested_at: float | None = None
         self.wake = threading.Event()
-        self.db_state = logs.StateLog("db")
-        self.listen_state = logs.StateLog("listen")
-        self.waiting = Waiting(self._connect_waiting)
         if self.transport.url.scheme in ("smtp", "smtps"):
             # Waiting on a relay: coroutines, one thread for all connections.
-            self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job.row),
+            self.sendpool = AsyncSendPool(self.transport, settings.concurrency, lambda job: self._build(job),
                                           self.record, self._hand_back, self._should_hand_back)
             metrics.SESSIONS_IDLE.set_function(lambda: self.sendpool.idle)
             metrics.SENDS_WAITING.set_function(self.sendpool.waiting)
@@ -242,38 +190,32 @@ class Runner:
         self.counts: Counter = Counter()
         self._mail_counters: dict[tuple[str, str], object] = {}  # (sender, outcome) -> metrics.MAILS child
         self._threads: list[threading.Thread] = []
-        # The runner's row in mailroom.runners and its runner.summary line,
-        # written on the completer's flushes (see _on_flush).
-        self.heartbeat = Heartbeat(settings.worker, self._vitals, sender=settings.sender,
-                                   concurrency=settings.concurrency, interval=settings.heartbeat_interval,
-                                   summary_every=settings.summary_interval)
 
     # -- counters (for a heartbeat or a summary line) -------------------------------
     def stats(self) -> dict:
         with self.lock:
             counts, in_flight = dict(self.counts), self.pending
-        written = dict(self.completer.written) if self.completer else {}
-        unwritten = self.completer.pending if self.completer else 0
+        written: Counter = Counter()
+        unwritten = 0
+        for db in self.databases:
+            if db.completer is not None:
+                written.update(db.completer.written)
+                unwritten += db.completer.pending
         return {**counts, "in_flight": in_flight, "unwritten": unwritten,
                 "released": written.get("released", 0), "dropped": written.get("dropped", 0)}
 
-    def _vitals(self) -> Vitals:
-        """What the heartbeat row and the summary line report: counts since
-        start, mail in flight, and the relay's state (transport.health, which
-        the send pools and the probe keep)."""
-        st, health = self.stats(), self.transport.health
-        return Vitals(in_flight=st["in_flight"], sent=st.get("sent", 0), retried=st.get("retry", 0),
-                      failed=st.get("failed", 0), ambiguous=st.get("ambiguous", 0),
-                      relay_up=health.is_up, relay_error=health.error)
-
-    def _on_flush(self, conn) -> None:
-        """The completer's hook, on the connection of a flush that wrote
-        something (and, while nothing is written, every heartbeat interval):
-        the heartbeat row and the summary line when due, then the caller's
-        own on_flush."""
-        self.heartbeat.after_flush(conn)
-        if self.on_flush is not None:
-            self.on_flush(conn)
+    def _vitals_of(self, db: Database):
+        """What a database's heartbeat row and summary line report: the
+        counts of its mail since start, its mail in flight, and the relay's
+        state (transport.health, which the send pools and the probe keep)."""
+        def vitals() -> Vitals:
+            with self.lock:
+                counts, in_flight = dict(db.counts), db.pending
+            health = self.transport.health
+            return Vitals(in_flight=in_flight, sent=counts.get("sent", 0), retried=counts.get("retry", 0),
+                          failed=counts.get("failed", 0), ambiguous=counts.get("ambiguous", 0),
+                          relay_up=health.is_up, relay_error=health.error)
+        return vitals
 
     # -- signals -------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -312,73 +254,33 @@ class Runner:
         self.wake.set()
 
     # -- set-up ----------------------------------------------------------------------
-    def _conn_kwargs(self, lock_timeout_ms: int | None = None) -> dict:
-        timeout_ms = int(self.s.db_timeout * 1000)
-        # READ COMMITTED whatever the database's default: claim_batch, mark_outcomes,
-        # release, extend_lease and reclaim refuse anything else (0A000).
-        options = (f"{self._dsn_options} -c statement_timeout={timeout_ms}"
-                   f" -c lock_timeout={lock_timeout_ms or timeout_ms}"
-                   r" -c default_transaction_isolation=read\ committed").strip()
-        return {"autocommit": True, "row_factory": dict_row, "options": options,
-                "application_name": f"mailroom-run {self.s.worker}"[:63]}
-
-    def _connect(self, **kw) -> psycopg.Connection:
-        return psycopg.connect(self.s.dsn, connect_timeout=10, **self._conn_kwargs(**kw))
-
-    def _connect_waiting(self) -> psycopg.Connection:
-        return self._connect(lock_timeout_ms=min(WAITING_LOCK_TIMEOUT_MS, int(self.s.db_timeout * 1000)))
-
     def open(self) -> None:
+        opened = []
         try:
-            info = psycopg.conninfo.conninfo_to_dict(self.s.dsn)
-        except psycopg.ProgrammingError as e:
-            raise FatalError(f"--dsn: cannot parse: {e}", exitcodes.USAGE) from None
-        self._dsn_options = str(info.get("options") or "")
-        logs.register_secret(info.get("password"))
-        try:  # a direct first connection gives a clear error for bad configuration
-            self._connect().close()
-        except psycopg.Error as e:
-            raise FatalError(f"cannot connect to the database: {' '.join(str(e).split())}",
-                             exitcodes.UNREACHABLE) from None
-        self.pool = psycopg_pool.ConnectionPool(
-            self.s.dsn,
-            min_size=1,
-            max_size=4,
-            kwargs=self._conn_kwargs(),
-            open=False,
-            check=_check_if_idle,
-            name="mailroom-run",
-            reconnect_timeout=24 * 3600,
-        )
-        try:
-            self.pool.open(wait=True, timeout=15)
-        except psycopg_pool.PoolTimeout as e:
-            self.pool.close(timeout=1)
-            raise FatalError(f"cannot connect to the database: {e}", exitcodes.UNREACHABLE) from None
-        try:
-            missing = queries.missing_runner_functions(self.pool)
-        except (queries.DatabaseUnavailable, queries.QueryError) as e:
-            self.pool.close(timeout=1)
-            raise FatalError(f"cannot check the runner's privileges: {e}", exitcodes.UNREACHABLE) from None
-        if missing:
-            self.pool.close(timeout=1)
-            raise FatalError(
-                "the role cannot execute mailroom." + ", mailroom.".join(missing)
-                + " (SQLSTATE 42501: grant it mailroom_runner, or deploy the schema)", exitcodes.REFUSED)
+            for db in self.databases:
+                db.open(self._vitals_of(db), named=self.several)
+                opened.append(db)
+        except FatalError:
+            for db in opened:
+                db.close()
+            raise
         # Read even without --unsubscribe-url: run() warns when a stream wants the headers.
-        self._read_streams()
-        every = self.s.heartbeat_interval
-        if self.on_flush_every is not None:
-            every = min(every, self.on_flush_every)
-        self.completer = Completer(self.pool, on_flush=self._on_flush, on_flush_every=every, state=self.db_state)
+        self._merge_streams()
         metrics.UP.labels("db").set(1)
         metrics.UP.labels("transport").set(1)
 
     def close(self) -> None:
-        self.waiting.close()
-        if self.pool is not None:
-            self.pool.close(timeout=1)
-            self.pool = None
+        for db in self.databases:
+            db.close()
+
+    def _merge_streams(self) -> None:
+        """A stream carries unsubscribe headers when any database says so:
+        streams are the fleet's configuration, kept alike on every shard."""
+        merged: dict[str, bool] = {}
+        for db in self.databases:
+            for name, headers in db.streams.items():
+                merged[name] = merged.get(name, False) or headers
+        self.unsubscribe.streams = merged
 
     # -- the whole life --------------------------------------------------------------
     def run(self) -> int:
@@ -387,11 +289,13 @@ class Runner:
             logging.INFO, "runner.start", worker=self.s.worker, transport=self.transport.url.redacted(),
             concurrency=self.s.concurrency, batch=self.s.batch, lease=self.s.lease,
             sender=self.s.sender or "*", poll_interval=self.s.poll_interval,
-            db_timeout=self.s.db_timeout,
+            db_timeout=self.s.db_timeout, databases=",".join(db.name for db in self.databases),
+            pooled=self.s.pooled,
         )
         if not self.unsubscribe.enabled:
             self._warn_if_unsubscribe_is_due()
-        self.heartbeat.after_flush(self.pool)  # the first heartbeat: running from the start
+        for db in self.databases:
+            db.heartbeat.after_flush(db.pool)  # the first heartbeat: running from the start
         _quiet_garbage_collector()
         self._start_threads()
         try:
@@ -407,7 +311,7 @@ class Runner:
         would not do."""
         import resource
 
-        want = self.s.concurrency + 128
+        want = self.s.concurrency + 128 + 8 * len(self.databases)
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != resource.RLIM_INFINITY and soft < want:
             new = want if hard == resource.RLIM_INFINITY else min(want, hard)
@@ -418,31 +322,30 @@ class Runner:
 
     def _start_threads(self) -> None:
         self._raise_open_files_limit()
-        self.completer.start()
+        for db in self.databases:
+            db.completer.start()
         self.sendpool.start()
-        for target, name in ((self._lease_keeper, "leases"), (self._listener, "listener")):
-            t = threading.Thread(target=target, name=name, daemon=True)
+        targets = [(self._lease_keeper, (), "leases")]
+        for db in self.databases:
+            if db.listen_dsn is not None:  # through a pooler without --listen-dsn: polling only
+                targets.append((db.listen, (self.stopping, self.wake, self.s.sender), "listener"))
+        for target, args, name in targets:
+            t = threading.Thread(target=target, args=args, name=name, daemon=True)
             t.start()
             self._threads.append(t)
 
     # -- the claimer -------------------------------------------------------------------
     def _main_loop(self) -> None:
-        db_backoff, smtp_backoff = Backoff(), Backoff(base=0.5, cap=30.0)
+        smtp_backoff = Backoff(base=0.5, cap=30.0)
         # An enqueue in flight that may not wake us is a matter of milliseconds,
         # unless an application holds its transaction open.
         settle_backoff = Backoff(base=0.005, cap=0.2)
-        last_reclaim = 0.0
         while not self.stopping.is_set():
             if not self.transport.health.is_up:
                 if self.s.exit_when_idle and self._idle():
                     event(logging.INFO, "runner.idle_exit", reason="transport down")
                     break
                 self._probe_transport(smtp_backoff)
-                continue
-            if not self.completer.writable:
-                # Claiming more, or reclaiming, on top of outcomes the database
-                # does not have could send them again: wait until it takes them.
-                self.stopping.wait(0.2)
                 continue
             with self.lock:
                 room = self.pending <= self.low_water
@@ -451,86 +354,96 @@ class Runner:
                 self.wake.clear()
                 continue
             self.wake.clear()
-            try:
-                if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
-                    # Our own outcomes first (waiting for a flush in progress):
-                    # reclaim must never re-queue mail this runner has sent but
-                    # not yet recorded.
-                    if not self.completer.flush():
-                        continue
-                    n = queries.reclaim(self.pool)
-                    last_reclaim = time.monotonic()
-                    if n:
-                        event(logging.INFO, "runner.reclaimed", count=n)
-                got = self._claim()
-                self._db_ok(db_backoff)
-            except (queries.DatabaseUnavailable, queries.QueryError) as e:
-                # Any refusal, not only a lost connection: a revoked grant or a
-                # read-only database may be fixed while the runner waits.
-                self._db_down(e, db_backoff)
-                continue
-            if got == self.s.batch:
-                self._busy()
+            claimed, full, short = self._claim_round()
+            if full:
                 continue  # more is waiting: claim again as soon as there is room
-            throttled = self._send_rate_wait()
+            if not short:
+                # Every database is waiting out a failure or its unwritten
+                # outcomes: come back when the first may be tried again.
+                self.stopping.wait(self._until_a_database_is_due())
+                continue
+            throttled = self._send_rate_wait(short)
             if throttled:
                 # A send rate, not an empty queue, cut the claim short: come
                 # back when the budget frees rather than after a full poll.
                 self.wake.wait(min(throttled, self.s.poll_interval))
                 continue
-            if self.s.exit_when_idle and got == 0:
+            if self.s.exit_when_idle and claimed == 0 and len(short) == len(self.databases):
                 if self._idle():
                     event(logging.INFO, "runner.idle_exit")
                     break
                 self.wake.wait(0.2)
                 continue
-            step = self._prepare_to_sleep()
-            if step == "claim":
+            steps = {db.prepare_to_sleep() for db in short}
+            if "claim" in steps:
                 continue
-            if step == "retry":
+            if "retry" in steps:
                 self.wake.wait(settle_backoff.next())
                 continue
             settle_backoff.reset()
-            self.wake.wait(self.s.poll_interval)
+            if "poll" in steps:
+                self.wake.wait(min(0.5, self.s.poll_interval))
+                continue
+            self.wake.wait(min(self.s.poll_interval, self._until_a_database_is_due(self.s.poll_interval)))
 
-    def _busy(self) -> None:
-        try:
-            self.waiting.end()
-        except (queries.DatabaseUnavailable, queries.QueryError) as e:
-            event(logging.DEBUG, "runner.waiting_lost", error=queries.first_line(e))
-            self.waiting.reset()
+    def _claim_round(self) -> tuple[int, bool, list[Database]]:
+        """One claim from each database that may be claimed from, while
+        there is room, starting one database further each round: a database
+        whose mail keeps coming back in full batches cannot starve the next.
+        Returns the rows claimed, whether a claim came back full, and the
+        databases whose claim came back short (those may be waited on)."""
+        now = time.monotonic()
+        order = self.databases[self._rotation:] + self.databases[:self._rotation]
+        self._rotation = (self._rotation + 1) % len(self.databases)
+        claimed, full, short = 0, False, []
+        for db in order:
+            if not db.ready(now):
+                continue
+            with self.lock:
+                if self.pending > self.low_water:
+                    full = True  # no room left this round: the rest come first next round
+                    break
+            try:
+                db.reclaim_if_due()
+                got = self._claim(db)
+                db.answered()
+            except (queries.DatabaseUnavailable, queries.QueryError) as e:
+                db.failed(e)
+                continue
+            claimed += got
+            if got == self.s.batch:
+                db.busy()
+                full = True
+            else:
+                short.append(db)
+        return claimed, full, short
 
-    def _prepare_to_sleep(self) -> str:
-        """See Waiting. Without its connection the runner cannot be sure to be
-        woken: it polls at most every 0.5 s until the connection is back."""
-        try:
-            return self.waiting.prepare()
-        except (queries.DatabaseUnavailable, queries.QueryError, psycopg.Error) as e:
-            event(logging.DEBUG, "runner.waiting_lost", error=queries.first_line(e))
-            self.waiting.reset()
-            self.wake.wait(min(0.5, self.s.poll_interval))
-            return "claim"
+    def _until_a_database_is_due(self, cap: float = 1.0) -> float:
+        """Seconds until a database that could not be claimed from may be
+        tried again: the first failure's backoff to end, or shortly for one
+        whose outcomes wait to be written (at most cap)."""
+        now = time.monotonic()
+        waits = [db.retry_at - now if db.retry_at > now else 0.2
+                 for db in self.databases if not db.ready(now)]
+        return max(0.01, min([cap, *waits]))
 
-    def _send_rate_wait(self) -> float | None:
-        try:
-            wait = queries.send_rate_retry_after(self.pool, self.s.sender)
-        except (queries.DatabaseUnavailable, queries.QueryError):
-            return None  # the next claim finds out whether the database is back
-        return wait if wait and wait > 0 else None
+    def _send_rate_wait(self, dbs: list[Database]) -> float | None:
+        waits = []
+        for db in dbs:
+            try:
+                wait = queries.send_rate_retry_after(db.pool, self.s.sender)
+            except (queries.DatabaseUnavailable, queries.QueryError):
+                continue  # the next claim finds out whether the database is back
+            if wait and wait > 0:
+                waits.append(wait)
+        # Only when every short claim was cut by a send rate: one that found
+        # the queue empty waits for a wake-up instead.
+        return min(waits) if waits and len(waits) == len(dbs) else None
 
     def _idle(self) -> bool:
         with self.lock:
             busy = self.pending
-        return busy == 0 and self.completer.pending == 0
-
-    def _read_streams(self) -> None:
-        """Which streams carry unsubscribe headers (mailroom.streams); the
-        last answer serves while the database does not give one."""
-        try:
-            self.unsubscribe.streams = queries.stream_settings(self.pool)
-        except (queries.DatabaseUnavailable, queries.QueryError) as e:
-            event(logging.WARNING, "streams.unavailable", error=str(e))
-        self.streams_read_at = time.monotonic()
+        return busy == 0 and all(db.completer.pending == 0 for db in self.databases)
 
     def _warn_if_unsubscribe_is_due(self) -> None:
         """At start, without --unsubscribe-url: say so when a stream's mail
@@ -542,14 +455,16 @@ class Runner:
                   hint="their mail goes out without List-Unsubscribe headers: give --unsubscribe-url "
                        "(MAILROOM_UNSUBSCRIBE_URL) and signing keys; --unsubscribe-mailto alone adds none")
 
-    def _claim(self) -> int:
-        if self.unsubscribe.enabled and time.monotonic() - self.streams_read_at > 60:
-            self._read_streams()
+    def _claim(self, db: Database) -> int:
+        if self.unsubscribe.enabled and time.monotonic() - db.streams_read_at > 60:
+            db.read_streams()
+            self._merge_streams()
         t0 = time.perf_counter()
-        rows = queries.claim_batch(self.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
+        rows = queries.claim_batch(db.pool, self.s.worker, self.s.batch, self.s.lease, self.s.sender)
         claim_s = time.perf_counter() - t0
         metrics.CLAIM_SECONDS.observe(claim_s)
-        event(logging.DEBUG, "batch.claimed", count=len(rows), ms=round(claim_s * 1000, 1))
+        event(logging.DEBUG, "batch.claimed", count=len(rows), ms=round(claim_s * 1000, 1), database=db.name)
+        db.last_claimed = len(rows)
         if not rows:
             return 0
         # Templates only when mail is built (plain null:// builds nothing).
@@ -557,21 +472,23 @@ class Runner:
         unloaded: set[str] = set()
         if keys:
             try:
-                self.renderer.load(queries.get_templates(self.pool, keys))
+                db.renderer.load(queries.get_templates(db.pool, keys))
             except (queries.DatabaseUnavailable, queries.QueryError) as e:
                 # Cached versions serve; mail whose template was never loaded
                 # goes back to the queue rather than failing for a DB hiccup.
-                unloaded = {k for k in keys if self.renderer.cached_version(k) is None}
-                event(logging.WARNING, "templates.unavailable", error=str(e), handed_back=sorted(unloaded))
+                unloaded = {k for k in keys if db.renderer.cached_version(k) is None}
+                event(logging.WARNING, "templates.unavailable", error=str(e), handed_back=sorted(unloaded),
+                      database=db.name)
         by_token: dict[object, list[dict]] = defaultdict(list)
         for r in rows:
             by_token[r["lease_token"]].append(r)
         for token, trs in by_token.items():
             ids = {r["id"] for r in trs}
-            b = Batch(token, self.s.lease, set(ids), set(ids))
+            b = Batch(token, self.s.lease, set(ids), set(ids), db)
             with self.lock:
-                self.batches[token] = b
+                self.batches[(db.name, token)] = b
                 self.pending += len(trs)
+                db.pending += len(trs)
                 self.counts["claimed"] += len(trs)
             for sender, count in Counter(r.get("sender") or "default" for r in trs).items():
                 metrics.CLAIMED.labels(sender).inc(count)
@@ -601,33 +518,24 @@ class Runner:
             # Still down (logged once): health.error keeps the latest reason for the heartbeat.
             self.transport.health.down(out.detail or out.outcome, transport=self.transport.url.redacted())
 
-    def _db_down(self, e: Exception, backoff: Backoff) -> None:
-        self.db_state.down(e, pending_outcomes=self.completer.pending)
-        metrics.UP.labels("db").set(0)
-        self.stopping.wait(backoff.next())
-
-    def _db_ok(self, backoff: Backoff) -> None:
-        if self.db_state.up():
-            metrics.UP.labels("db").set(1)
-        backoff.reset()
-
     # -- what the send pool calls ---------------------------------------------------------
     def _should_hand_back(self) -> bool:
         return self.stopping.is_set() or not self.transport.health.is_up
 
-    def _build(self, row: dict) -> Built | Outcome:
+    def _build(self, job: Job) -> Built | Outcome:
         """The mail, or the outcome that fails it: whatever one row's template,
         variables or headers raise stays with that row."""
+        row = job.row
         try:
             if self.needs_message:
                 read_json_columns(row)  # left as text by the claim; each job is built once
                 url = self.unsubscribe.url_for(row)
                 if url is not None:
                     row["unsubscribe_url"] = url  # {{ unsubscribe_url }} in its templates
-                built = self.unsubscribe.apply(row, self.renderer.build(row), url)
+                built = self.unsubscribe.apply(row, job.batch.db.renderer.build(row), url)
                 built = self.signing.apply(row, built)  # Feedback-ID, DKIM: the final bytes
             else:  # plain null://: measures the queue machinery, not rendering
-                built = Built(self.renderer.envelope_from, row["to_address"], b"", "")
+                built = Built(job.batch.db.renderer.envelope_from, row["to_address"], b"", "")
             return self._with_verp(row, built)
         except RenderError as e:
             return Outcome("failed", detail=f"render: {e}")
@@ -645,7 +553,7 @@ class Runner:
     def _deliver(self, conn, job: Job) -> None:
         row = job.row
         t0 = time.perf_counter()
-        built = self._build(row)
+        built = self._build(job)
         if isinstance(built, Outcome):
             outcome = built
         else:
@@ -659,7 +567,8 @@ class Runner:
         self.record(job, outcome)
 
     def record(self, job: Job, outcome: Outcome) -> None:
-        """One mail's outcome: counted, logged, handed to the completer."""
+        """One mail's outcome: counted, logged, handed to the completer of
+        the database it came from."""
         row = job.row
         key = (row.get("sender") or "default", outcome.outcome)
         counter = self._mail_counters.get(key)
@@ -669,17 +578,19 @@ class Runner:
         level = logging.DEBUG if outcome.outcome in ("sent", "retry") else logging.INFO
         if _log.isEnabledFor(level):  # sent mail is logged at debug: spare the call at info
             event(level, f"mail.{outcome.outcome}", id=row["id"], attempt=row.get("attempt"),
-                  code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail)
+                  code=outcome.smtp_code, enhanced=outcome.smtp_enhanced, detail=outcome.detail,
+                  **({"database": job.batch.db.name} if self.several else {}))
         b, mid = job.batch, row["id"]
-        self.completer.report(Report(mid, b.token, outcome.as_json(), payload_json=outcome.as_json_text(),
+        b.db.completer.report(Report(mid, b.token, outcome.as_json(), payload_json=outcome.as_json_text(),
                                      on_written=lambda: self._recorded(b, [mid])))
         with self.lock:
             self.counts[outcome.outcome] += 1
+            b.db.counts[outcome.outcome] += 1
             self._done_locked(job)
 
     def _hand_back(self, job: Job) -> None:
         b = job.batch
-        self.completer.release(b.token, [job.row["id"]], on_written=lambda ids: self._recorded(b, ids))
+        b.db.completer.release(b.token, [job.row["id"]], on_written=lambda ids: self._recorded(b, ids))
         with self.lock:
             self.counts["handed_back"] += 1
             self._done_locked(job)
@@ -688,8 +599,9 @@ class Runner:
         b = job.batch
         b.unfinished.discard(job.row["id"])
         self.pending -= 1
+        b.db.pending -= 1
         if not b.unfinished:
-            self.completer.flush_soon()
+            b.db.completer.flush_soon()
         if self.pending == self.low_water or self.pending == 0:
             self.wake.set()
 
@@ -698,7 +610,7 @@ class Runner:
         with self.lock:
             b.unrecorded.difference_update(ids)
             if not b.unrecorded and not b.unfinished:
-                self.batches.pop(b.token, None)
+                self.batches.pop((b.db.name, b.token), None)
 
     # -- lease keeper ------------------------------------------------------------------
     def _lease_keeper(self) -> None:
@@ -716,45 +628,27 @@ class Runner:
                 backoff.reset()
 
     def _extend_leases(self) -> bool:
+        """False when a database refused an extension (the others' batches
+        are extended all the same)."""
         now = time.monotonic()
         with self.lock:
             due = [(b, sorted(b.unrecorded)) for b in self.batches.values()
                    if b.unrecorded and now - b.extended_at >= b.lease / 2]
+        all_ok = True
+        failing: set[str] = set()
         for b, ids in due:
+            if b.db.name in failing:
+                continue
             try:
-                n = queries.extend_lease(self.pool, ids, b.token, b.lease)
+                n = queries.extend_lease(b.db.pool, ids, b.token, b.lease)
             except (queries.DatabaseUnavailable, queries.QueryError) as e:
-                self.db_state.down(e)
-                return False
+                b.db.state.down(e, database=b.db.name)
+                failing.add(b.db.name)
+                all_ok = False
+                continue
             b.extended_at = now
             event(logging.DEBUG, "lease.extended", token=b.token, requested=len(ids), extended=n)
-        return True
-
-    # -- listener --------------------------------------------------------------------
-    def _listener(self) -> None:
-        backoff = Backoff()
-        while not self.stopping.is_set():
-            conn = None
-            try:
-                conn = self._connect()
-                queries.listen(conn)
-                self.listen_state.up()
-                backoff.reset()
-                self.wake.set()  # notifications may have been missed while away
-                while not self.stopping.is_set():
-                    for n in conn.notifies(timeout=0.5):
-                        if self.s.sender is None or n.payload in (self.s.sender, "released", ""):
-                            self.wake.set()
-            except (psycopg.Error, queries.DatabaseUnavailable, queries.QueryError) as e:
-                if not self.stopping.is_set():
-                    self.listen_state.down(queries.first_line(e))
-                    self.stopping.wait(backoff.next())
-            finally:
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:
-                        pass
+        return all_ok
 
     # -- shutdown --------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -767,16 +661,28 @@ class Runner:
         if stuck:
             event(logging.WARNING, "runner.grace_exceeded", sends_abandoned=stuck,
                   note="their leases expire and reclaim recovers them")
-        self.completer.stop(timeout=max(0.0, deadline - time.monotonic()))
-        if not self.completer.drain(deadline):
-            event(logging.ERROR, "runner.unrecorded", count=self.completer.pending,
-                  error=self.completer.last_error,
-                  note="outcomes not written; leases expire and reclaim decides")
-            self.exit_code = self.exit_code or exitcodes.UNRECORDED
+        for db in self.databases:
+            db.completer.stop(timeout=max(0.0, deadline - time.monotonic()))
+        # Every database's outcomes at once: one that is down must not use up
+        # the others' time.
+        drained: dict[str, bool] = {}
+        drainers = [threading.Thread(target=lambda db=db: drained.__setitem__(db.name, db.completer.drain(deadline)),
+                                     name="drain", daemon=True) for db in self.databases]
+        for t in drainers:
+            t.start()
+        for t in drainers:
+            t.join(max(0.0, deadline + 1.0 - time.monotonic()))
+        for db in self.databases:
+            if not drained.get(db.name):
+                event(logging.ERROR, "runner.unrecorded", count=db.completer.pending,
+                      error=db.completer.last_error, note="outcomes not written; leases expire and reclaim decides",
+                      **({"database": db.name} if self.several else {}))
+                self.exit_code = self.exit_code or exitcodes.UNRECORDED
         for t in self._threads:
             t.join(max(0.0, min(1.0, deadline + 1.0 - time.monotonic())))
         # The last counts, then shown as stopped (skipped while the database is down).
-        self.heartbeat.stop(self.pool, self.db_state.is_up)
+        for db in self.databases:
+            db.heartbeat.stop(db.pool, db.state.is_up)
         self.close()
         stats = self.stats()
         event(logging.INFO, "runner.stopped", **{k: v for k, v in sorted(stats.items())})
@@ -801,18 +707,3 @@ def _quiet_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-
-
-IDLE_CHECK_AFTER = 2.0  # seconds a pooled connection may sit unused before it is checked
-
-
-def _check_if_idle(conn: psycopg.Connection) -> None:
-    """The pool's check: a round trip only for a connection unused for a
-    while (the server may have gone away meanwhile). One that is in steady use
-    is handed out as is; if it broke since, the call fails as DatabaseUnavailable
-    and is retried, and the pool discards the broken connection. Under load
-    this saves a round trip on every claim, template fetch and outcome write."""
-    now = time.monotonic()
-    if now - getattr(conn, "_mailroom_used_at", 0.0) > IDLE_CHECK_AFTER:
-        psycopg_pool.ConnectionPool.check_connection(conn)
-    conn._mailroom_used_at = now

@@ -1,8 +1,5 @@
 -- Deploy mailroom:campaign_control to pg
--- requires: campaign_control@v0.3.0
--- requires: split_messages
--- requires: circuit_breaker
--- requires: campaign_chunks
+-- requires: campaign_control@v0.4.0
 
 -- v0.4: a campaign's mail is found through contents' campaign index
 -- (contents_campaign_idx) and its live rows in mailroom.queue by id. What a pause
@@ -22,12 +19,6 @@
 -- Public functions take no p_now (issue 13, hole 4): the database's clock.
 
 BEGIN;
-
-DROP VIEW IF EXISTS mailroom.campaign_progress;   -- split_messages dropped it; be sure
-DROP FUNCTION mailroom.pause_campaign(bigint, timestamptz);
-DROP FUNCTION mailroom.resume_campaign(bigint, timestamptz);
-DROP FUNCTION mailroom.cancel_campaign(bigint, timestamptz);
-DROP FUNCTION mailroom.finish_campaigns(timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom._campaign_lock(p_campaign bigint)
 RETURNS text
@@ -51,7 +42,7 @@ REVOKE ALL ON FUNCTION mailroom._campaign_lock(bigint) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._campaign_lock(bigint) IS
   'Internal: lock a campaign row and return its status; raises 22023 when there is no such campaign.';
 
-CREATE FUNCTION mailroom.pause_campaign(p_campaign bigint)
+CREATE OR REPLACE FUNCTION mailroom.pause_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -86,7 +77,7 @@ GRANT EXECUTE ON FUNCTION mailroom.pause_campaign(bigint) TO mailroom_app, mailr
 COMMENT ON FUNCTION mailroom.pause_campaign(bigint) IS
   'Hold a campaign: no claim that starts after this commits returns its mail (its queued mail becomes paused now; mail coming back later is parked by claim_batch); mail being sent finishes. Returns how many were held now; pausing a paused campaign does nothing.';
 
-CREATE FUNCTION mailroom.resume_campaign(p_campaign bigint)
+CREATE OR REPLACE FUNCTION mailroom.resume_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -132,7 +123,7 @@ GRANT EXECUTE ON FUNCTION mailroom.resume_campaign(bigint) TO mailroom_app, mail
 COMMENT ON FUNCTION mailroom.resume_campaign(bigint) IS
   'Release a paused campaign (paused by hand or by the circuit breaker, whose counts for it start afresh): its paused mail is queued again (send window re-applied). Returns how many; resuming an active campaign does nothing.';
 
-CREATE FUNCTION mailroom.cancel_campaign(p_campaign bigint)
+CREATE OR REPLACE FUNCTION mailroom.cancel_campaign(p_campaign bigint)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -186,24 +177,59 @@ GRANT EXECUTE ON FUNCTION mailroom.cancel_campaign(bigint) TO mailroom_app, mail
 COMMENT ON FUNCTION mailroom.cancel_campaign(bigint) IS
   'Cancel a campaign: its queued and paused mail, and its mail not queued yet, is finished as cancelled (reason campaign_cancelled), and no claim that starts after this commits returns any of its mail; mail being sent finishes. Returns how many were cancelled now.';
 
-CREATE FUNCTION mailroom.finish_campaigns()
+-- v0.4.1 (issue 32, item 2): one UPDATE judged the campaign row and its
+-- backlog and live mail together, and a re-run of enqueue_campaign adding
+-- recipients to an active campaign whose queued mail had all left holds the
+-- campaign row FOR SHARE: the UPDATE waited for it, then re-checked only the
+-- campaign row while its NOT EXISTS over campaign_backlog and the queue
+-- still read the snapshot from before the re-run committed. The campaign
+-- was marked done with a backlog row present and its new mail never queued.
+-- Now the candidates are locked first, and what decides is read by a later
+-- statement, whose snapshot is taken once the locks are held: whoever
+-- added mail or a backlog under the campaign's row (enqueue_campaign,
+-- retry, resolve_review all take it FOR SHARE) has committed by then and
+-- is seen, and whoever comes later waits for this transaction and finds
+-- the campaign done (enqueue_campaign makes a done campaign active again
+-- when it adds mail). Chunks queued by claims need no lock here: a chunk
+-- moves mail from the backlog to the queue in one transaction, so every
+-- snapshot sees one or the other. A campaign some transaction holds is
+-- skipped, not waited for (SKIP LOCKED): the next run (pg_cron, every
+-- minute) finishes it, and this never waits behind an application.
+CREATE OR REPLACE FUNCTION mailroom.finish_campaigns()
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_count integer;
+  v_candidates bigint[];
+  v_count      integer;
 BEGIN
   -- Done = no live mail left that may still be sent (review mail waits for
   -- an operator and does not keep a campaign open, as in v0.3), and none
-  -- not queued yet (a backlog row).
+  -- not queued yet (a backlog row). Live mail is found by the queue's own
+  -- campaign_id (kept equal to contents', integrity_problems checks it):
+  -- the hot queue holds live mail only, so this reads no history.
+  -- 1. Lock the campaigns that look done (the look only narrows the
+  --    candidates: step 2 decides).
+  SELECT coalesce(array_agg(k.id), '{}') INTO v_candidates
+  FROM (SELECT k.id FROM mailroom.campaigns k
+        WHERE k.status = 'active'
+          AND NOT EXISTS (SELECT FROM mailroom.campaign_backlog b WHERE b.campaign_id = k.id)
+          AND NOT EXISTS (SELECT FROM mailroom.queue q
+                          WHERE q.campaign_id = k.id AND q.status IN ('queued', 'sending', 'paused'))
+        FOR UPDATE SKIP LOCKED) AS k;
+  IF cardinality(v_candidates) = 0 THEN
+    RETURN 0;
+  END IF;
+  -- 2. A new statement, so a new snapshot, taken with the rows held.
   UPDATE mailroom.campaigns k
   SET status = 'done', finished_at = now(), updated_at = now()
-  WHERE k.status = 'active'
+  WHERE k.id = ANY (v_candidates)
+    AND k.status = 'active'
     AND NOT EXISTS (SELECT FROM mailroom.campaign_backlog b WHERE b.campaign_id = k.id)
-    AND NOT EXISTS (SELECT FROM mailroom.contents c JOIN mailroom.queue q ON q.id = c.id
-                    WHERE c.campaign_id = k.id AND q.status IN ('queued', 'sending', 'paused'));
+    AND NOT EXISTS (SELECT FROM mailroom.queue q
+                    WHERE q.campaign_id = k.id AND q.status IN ('queued', 'sending', 'paused'));
   GET DIAGNOSTICS v_count = ROW_COUNT;
   RETURN v_count;
 END
@@ -225,7 +251,7 @@ COMMENT ON FUNCTION mailroom.finish_campaigns() IS
 -- mail held until 07:00). It reads no table; whoever reads the view must be
 -- able to execute it (a view's functions run with its reader's rights), so
 -- it is a definer function like every other one a group role may call.
-CREATE FUNCTION mailroom._campaign_eta(
+CREATE OR REPLACE FUNCTION mailroom._campaign_eta(
   p_status           text,
   p_queued           bigint,
   p_sending          bigint,
@@ -268,7 +294,7 @@ COMMENT ON FUNCTION mailroom._campaign_eta(text, bigint, bigint, bigint, bigint,
 -- A mail with neither is not queued yet (deploy/campaign_chunks.sql): it
 -- counts as queued (as paused while the campaign is paused), due once the
 -- campaign's send_at has passed.
-CREATE VIEW mailroom.campaign_progress AS
+CREATE OR REPLACE VIEW mailroom.campaign_progress AS
 SELECT k.id AS campaign_id,
        k.name,
        CASE WHEN k.status = 'active' AND s.queued + s.sending + s.paused = 0 THEN 'done' ELSE k.status END AS status,

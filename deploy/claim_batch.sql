@@ -1,9 +1,5 @@
 -- Deploy mailroom:claim_batch to pg
--- requires: claim_batch@v0.3.0
--- requires: split_messages
--- requires: send_rates
--- requires: function_next_window_opening
--- requires: table_breaker
+-- requires: claim_batch@v0.4.0
 
 -- v0.4: the one gate. claim_batch is the only place that decides whether a
 -- mail may leave now. Each due candidate is locked (FOR UPDATE SKIP LOCKED)
@@ -36,6 +32,20 @@
 -- locked (FOR SHARE re-reads the newest version), so a resume committing
 -- meanwhile cannot leave mail paused behind it.
 --
+-- v0.4.1: a claim never waits for a lock that an application or an
+-- operator can hold (issue 32, item 3). That re-check took its FOR SHARE
+-- with a wait: an uncommitted pause_campaign of the paused campaign, a
+-- resume_campaign or a resume_sender made every claim that met the
+-- campaign's (or sender's) mail wait while holding the leases of the rest
+-- of its batch, and with the runner's lock_timeout every claim failed and
+-- the next one met the same mail first. Now the re-check skips a locked
+-- row (SKIP LOCKED): a mail whose pause cannot be confirmed stays queued,
+-- re-timed a few seconds ahead (_claim_recheck_delay) so that it leaves the
+-- head of the claim index, and the claim that meets it then gates it again.
+-- The rest of the batch goes out. The claim's other locks are its own rows
+-- (SKIP LOCKED), campaign backlog rows (SKIP LOCKED) and send-rate rows
+-- under the reserved 'mailroom/' keys, which only claims take.
+--
 -- Plans are generic (made once per session, see the SET clauses), so a
 -- statement must not depend on the tables' size when its session first ran
 -- it: a join written q.id = g.id, planned while the queue was nearly empty,
@@ -67,14 +77,12 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom.claim_batch(text, integer, interval, text, timestamptz);
-
 -- When a mail's send window next opens: p_now when it is open or the mail
 -- has none; the campaign's window, else the schedule's, in the recipient's
 -- zone when the mail has one, else in the window's own. Plain SQL, inlined
 -- into its callers (the gate, and the move of mail the gate holds for its
 -- window).
-CREATE FUNCTION mailroom._window_opening(
+CREATE OR REPLACE FUNCTION mailroom._window_opening(
   p_recipient_zone text,
   p_campaign_zone  text,
   p_campaign_start time,
@@ -116,7 +124,7 @@ COMMENT ON FUNCTION mailroom._window_opening(text, text, time, time, text, time,
 -- lateral join of campaigns and schedules with the window in a subquery,
 -- and the key put together from the address on every pick, the gate cost
 -- about twice as much for transactional mail.
-CREATE FUNCTION mailroom._claim_gate(
+CREATE OR REPLACE FUNCTION mailroom._claim_gate(
   p_address_key    text,
   p_stream         text,
   p_campaign_id    bigint,
@@ -163,7 +171,7 @@ COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, times
 -- database); a probe above 0 stops at the first entry of priority 0
 -- without visiting the heap, and a priority with no due mail only leads
 -- the scan on to the next. Plain SQL, inlined into the claim.
-CREATE FUNCTION mailroom._queued_priorities()
+CREATE OR REPLACE FUNCTION mailroom._queued_priorities()
 RETURNS TABLE (priority smallint)
 LANGUAGE sql
 STABLE
@@ -183,6 +191,21 @@ REVOKE ALL ON FUNCTION mailroom._queued_priorities() FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._queued_priorities() IS
   'Internal (inlined into claim_batch): the priorities that have queued mail, highest first, found one at a time as the claim reads them (a loose index scan).';
 
+-- How far ahead a claim re-times a mail whose paused campaign or sender it
+-- could not lock: long enough that the claims meanwhile do not meet it at
+-- the head of the index again and again, short enough that a resume which
+-- was still committing delays its mail by no more than this.
+CREATE OR REPLACE FUNCTION mailroom._claim_recheck_delay()
+RETURNS interval
+LANGUAGE sql IMMUTABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$ SELECT interval '5 seconds' $$;
+ALTER FUNCTION mailroom._claim_recheck_delay() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_recheck_delay() FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_recheck_delay() IS
+  'Internal (_claim_refused): how far ahead a claim re-times a mail whose paused campaign or sender row another transaction holds (5 seconds).';
+
 -- What the gate refused among a claim's picks, moved by the verdict it
 -- gives now: cancelled (finished, with a ledger row), paused, parked for a
 -- paused sender or re-timed to the window's next opening. The picks are
@@ -190,7 +213,7 @@ COMMENT ON FUNCTION mailroom._queued_priorities() IS
 -- one whose verdict is claim by now (a suppression lifted since) stays
 -- queued for the next claim. Apart from the claim's own statement so that a
 -- claim whose mail all passes (nearly every one) sets up none of these moves.
-CREATE FUNCTION mailroom._claim_refused(p_picks bigint[], p_token uuid, p_paused_senders text[], p_now timestamptz)
+CREATE OR REPLACE FUNCTION mailroom._claim_refused(p_picks bigint[], p_token uuid, p_paused_senders text[], p_now timestamptz)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -225,24 +248,33 @@ BEGIN
     SELECT s.id, s.attempts, p_now, 'cancelled', 'cancelled', s.verdict, s.last_error
     FROM stopped s
   ),
-  -- Held only if the campaign is still paused once its row is locked (FOR
-  -- SHARE re-reads the newest version): a resume committing meanwhile
-  -- cannot leave mail paused behind it.
+  -- Held only if the campaign (or the sender's pause) is still there once
+  -- its row is locked (FOR SHARE re-reads the newest version): a resume
+  -- committing meanwhile cannot leave mail paused behind it. A row another
+  -- transaction holds is skipped, never waited for (an application's open
+  -- pause_campaign or resume_campaign, an operator's resume_sender): the
+  -- mail stays queued, re-timed by _claim_recheck_delay, for a later claim
+  -- to gate when the row is free.
+  pauses AS MATERIALIZED (
+    SELECT g.id, g.verdict,
+           CASE WHEN g.verdict = 'paused'
+                THEN EXISTS (SELECT FROM mailroom.campaigns k
+                             WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE SKIP LOCKED)
+                ELSE EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE SKIP LOCKED)
+           END AS confirmed
+    FROM gated g
+    WHERE g.verdict IN ('paused', 'sender_paused')
+  ),
   held AS (
     UPDATE mailroom.queue q
-    SET status = 'paused', status_reason = 'campaign_paused', updated_at = greatest(p_now, q.updated_at)
-    FROM gated g
-    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'paused'
-      AND EXISTS (SELECT FROM mailroom.campaigns k WHERE k.id = g.campaign_id AND k.status = 'paused' FOR SHARE)
-  ),
-  -- Parked only if the sender is still paused once its row is locked: a
-  -- resume_sender committing meanwhile cannot leave mail parked behind it.
-  held_for_sender AS (
-    UPDATE mailroom.queue q
-    SET status = 'paused', status_reason = 'sender_paused', updated_at = greatest(p_now, q.updated_at)
-    FROM gated g
-    WHERE q.id = ANY (ARRAY[g.id]) AND g.verdict = 'sender_paused'
-      AND EXISTS (SELECT FROM mailroom.sender_pauses sp WHERE sp.sender = g.sender FOR SHARE)
+    SET status = CASE WHEN p.confirmed THEN 'paused' ELSE q.status END,
+        status_reason = CASE WHEN NOT p.confirmed THEN q.status_reason
+                             WHEN p.verdict = 'paused' THEN 'campaign_paused' ELSE 'sender_paused' END,
+        run_at = CASE WHEN p.confirmed THEN q.run_at
+                      ELSE greatest(q.run_at, p_now + mailroom._claim_recheck_delay()) END,
+        updated_at = greatest(p_now, q.updated_at)
+    FROM pauses p
+    WHERE q.id = ANY (ARRAY[p.id])
   )
   UPDATE mailroom.queue q
   SET run_at = (SELECT mailroom._window_opening(g.recipient_zone, k.time_zone, k.window_start, k.window_end,
@@ -258,9 +290,9 @@ $$;
 ALTER FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz) IS
-  'Internal (claim_batch): moves the picks of a claim that the gate refuses now (cancelled with a ledger row, paused, parked for a paused sender, re-timed to the send window''s next opening); the ones leased under p_token are left alone.';
+  'Internal (claim_batch): moves the picks of a claim that the gate refuses now (cancelled with a ledger row, paused, parked for a paused sender, re-timed to the send window''s next opening); the ones leased under p_token are left alone. A paused campaign or sender whose row another transaction holds is not waited for: its mail stays queued, re-timed by _claim_recheck_delay().';
 
-CREATE FUNCTION mailroom._claim_batch(
+CREATE OR REPLACE FUNCTION mailroom._claim_batch(
   p_worker text,
   p_limit  integer     DEFAULT 100,
   p_lease  interval    DEFAULT '5 minutes',
@@ -657,7 +689,7 @@ REVOKE ALL ON FUNCTION mailroom._claim_batch(text, integer, interval, text, time
 COMMENT ON FUNCTION mailroom._claim_batch(text, integer, interval, text, timestamptz) IS
   'Owner-only twin of claim_batch with a pinned clock (tests).';
 
-CREATE FUNCTION mailroom.claim_batch(
+CREATE OR REPLACE FUNCTION mailroom.claim_batch(
   p_worker text,
   p_limit  integer  DEFAULT 100,
   p_lease  interval DEFAULT '5 minutes',

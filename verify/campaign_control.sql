@@ -19,6 +19,9 @@ BEGIN
     'pause_campaign still takes p_now';
   ASSERT (SELECT pg_catalog.pg_get_viewdef('mailroom.campaign_progress'::regclass)) NOT LIKE '%messages%',
     'campaign_progress reads the messages view';
+  ASSERT (SELECT prosrc LIKE '%FOR UPDATE SKIP LOCKED%' FROM pg_proc
+          WHERE oid = 'mailroom.finish_campaigns()'::regprocedure),
+    'finish_campaigns judges backlog and live mail without locking the campaign first';
 END
 $$;
 

@@ -17,6 +17,11 @@ BEGIN
   ASSERT (SELECT prosrc LIKE '%mailroom._claim_gate(%' FROM pg_proc
           WHERE oid = 'mailroom._claim_refused(bigint[], uuid, text[], timestamptz)'::regprocedure),
     'what the gate refuses is not moved by the gate''s verdict';
+  ASSERT (SELECT prosrc LIKE '%FOR SHARE SKIP LOCKED%' AND prosrc NOT LIKE '%FOR SHARE)%' FROM pg_proc
+          WHERE oid = 'mailroom._claim_refused(bigint[], uuid, text[], timestamptz)'::regprocedure),
+    'the gate waits for a paused campaign''s or sender''s row that another transaction holds';
+  ASSERT mailroom._claim_recheck_delay() > interval '0',
+    'no delay for mail whose pause could not be confirmed';
   ASSERT to_regprocedure('mailroom.claim_batch(text, integer, interval, text, timestamptz)') IS NULL,
     'the v0.3 claim_batch with p_now is still executable';
 END

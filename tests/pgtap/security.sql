@@ -125,6 +125,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_claim_gate(text, text, bigint, bigint, text, timestamp with time zone)', '', 'unpinned'),
   ('_window_opening(text, text, time without time zone, time without time zone, text, time without time zone, time without time zone, timestamp with time zone)', '', 'unpinned'),
   ('_claim_refused(bigint[], uuid, text[], timestamp with time zone)', '', 'definer'),
+  ('_claim_recheck_delay()', '', 'definer'),
   ('_queued_priorities()', '', 'unpinned'),
   ('_cron_field(text, text, integer, integer, text[])', '', 'definer'),
   ('_cron_parse(text)', '', 'definer'),

@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 import dkim
+import psycopg
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -288,3 +289,25 @@ def test_a_runner_without_an_unsubscribe_url_warns_at_start(db_url):
         warned = [line for line in bare.log().splitlines() if "unsubscribe.not_configured" in line]
         assert len(warned) == 1 and " WARNING " in warned[0] and "streams=broadcast" in warned[0], bare.log()
         assert "--unsubscribe-url" in warned[0]
+
+
+def test_the_unsubscribe_role_cannot_suppress_a_stream_without_unsubscribe_headers(db_url, conn, served, keys_file,
+                                                                                    unsubscribe_login):
+    """Issue 32, item 6: transactional mail (password resets) carries no
+    unsubscribe link, so the unsubscribe service may not suppress for it,
+    neither by calling the function as its role nor through a token signed
+    with the service's own key (a stale or leaked one). Failed on v0.4.0: the
+    suppression was written."""
+    conn.execute("SELECT mailroom.define_stream('receipts', false, 'order receipts')")
+    with psycopg.connect(as_user(db_url, unsubscribe_login), autocommit=True) as service:
+        for stream in ("transactional", "receipts"):
+            with pytest.raises(psycopg.Error) as refused:
+                service.execute("SELECT mailroom.unsubscribe('ann@example.org', %s, 7)", (stream,))
+            assert refused.value.sqlstate == "22023"
+            assert "stream: " + stream in str(refused.value) and "no unsubscribe headers" in str(refused.value)
+        service.execute("SELECT mailroom.unsubscribe('ann@example.org', 'broadcast', 7)")
+
+    ring = Keyring.load(str(keys_file))
+    status, _, _ = served.request("POST", "/u/" + make_token(ring, "bob@example.org", "transactional", 8), ONE_CLICK)
+    assert status == 400, "a signed token for the transactional stream is an invalid link"
+    assert suppressions(conn) == [("ann@example.org", "broadcast", "unsubscribed", "one-click message 7")]

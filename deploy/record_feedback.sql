@@ -34,6 +34,14 @@
 -- Every kind counts against the mail's campaign and sender: the event row
 -- carries both (copied from contents), which is what the rates read.
 --
+-- Counted per mail, not per event: a provider (or a forger) may report one
+-- bounce under many event keys. The mail's contents row is locked (FOR NO
+-- KEY UPDATE: contents are insert-only, so only other reports about the same
+-- mail wait on it) before the event is inserted, so reports about one mail
+-- are recorded one after the other and each sees the ones before: the
+-- ledger takes one bounced row per mail, and the breaker's trigger
+-- (deploy/breaker_feedback.sql) counts each (mail, kind) once.
+--
 -- The address suppressed is the mail's own recipient when the mail is known
 -- (a DSN's Final-Recipient may be a forwarding target mailroom never mails),
 -- else the reported one. A mail that is still live (queued for a retry, say)
@@ -41,7 +49,7 @@
 
 BEGIN;
 
-CREATE FUNCTION mailroom.record_feedback(
+CREATE OR REPLACE FUNCTION mailroom.record_feedback(
   p_kind       text,
   p_message_id bigint,
   p_address    text,
@@ -92,7 +100,8 @@ BEGIN
   END IF;
 
   SELECT c.id, c.to_address, c.campaign_id, c.sender, c.stream INTO v_mail
-  FROM mailroom.contents c WHERE c.id = p_message_id;
+  FROM mailroom.contents c WHERE c.id = p_message_id
+  FOR NO KEY UPDATE;
   IF p_message_id IS NOT NULL AND v_mail.id IS NULL AND p_address IS NULL THEN
     RAISE EXCEPTION 'mailroom: message_id: no mail % (pruned or never sent) and no address given', p_message_id
       USING ERRCODE = '22023';
@@ -119,7 +128,8 @@ BEGIN
                         (SELECT q.attempts FROM mailroom.queue q WHERE q.id = v_mail.id), 0),
                now(), 'bounced', p_status,
                left(regexp_replace(coalesce(p_detail, ''), '[[:cntrl:]]+', ' ', 'g'), 1000),
-               nextval('mailroom.attempts_id_seq');
+               nextval('mailroom.attempts_id_seq')
+        WHERE NOT EXISTS (SELECT FROM mailroom.attempts a WHERE a.message_id = v_mail.id AND a.outcome = 'bounced');
       END IF;
       PERFORM mailroom.suppress(v_address, 'hard_bounce', v_note, p_stream => NULL);
     WHEN 'complaint' THEN
@@ -144,6 +154,6 @@ ALTER FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, te
 REVOKE ALL ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) TO mailroom_feedback;
 COMMENT ON FUNCTION mailroom.record_feedback(text, bigint, text, text, text, text, text) IS
-  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row, the address suppressed for all streams, reason hard_bounce), complaint (suppressed for the mail''s stream; all streams when the mail is unknown), unsubscribe (suppressed for the mail''s stream; when the mail is unknown, for every stream with unsubscribe headers), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
+  'Record one piece of feedback about a mail (by message id, else by address): bounce (permanent, status 5.x.x: a bounced ledger row unless the mail has one, the address suppressed for all streams, reason hard_bounce), complaint (suppressed for the mail''s stream; all streams when the mail is unknown), unsubscribe (suppressed for the mail''s stream; when the mail is unknown, for every stream with unsubscribe headers), delayed and delivered (recorded only). Returns true when recorded now, false when p_event_key was recorded before (then nothing changes). Bad input raises 22023 and writes nothing.';
 
 COMMIT;

@@ -6,4 +6,7 @@ SELECT 'mailroom._breaker_feedback_event()'::regprocedure;
 SELECT 1 / count(*) FROM pg_catalog.pg_trigger
 WHERE tgrelid = 'mailroom.feedback_events'::regclass AND tgname = 'feedback_events_breaker' AND NOT tgisinternal;
 
+-- The rework: each (mail, kind) counts once.
+SELECT 1/(pg_get_functiondef('mailroom._breaker_feedback_event()'::regprocedure) LIKE '%e.id <> NEW.id%')::int;
+
 ROLLBACK;

@@ -1,0 +1,44 @@
+-- Deploy mailroom:breaker_feedback to pg
+-- requires: table_feedback_events
+-- requires: circuit_breaker
+
+-- Bounces and complaints reported after the mail left (mailroom inbound, the
+-- provider webhooks, applications: all through record_feedback) count
+-- against the mail's campaign and sender in the transaction that records
+-- them. A trigger on the event table, not a call inside record_feedback: an
+-- event row is inserted once per event_key (a replay inserts nothing, so it
+-- counts nothing), and every way an event is recorded is counted alike.
+-- The mail was counted delivered when it was sent, so only the bad event
+-- counts now; delayed, delivered and unsubscribe events do not count.
+
+BEGIN;
+
+CREATE FUNCTION mailroom._breaker_feedback_event()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+BEGIN
+  -- Campaign before sender, as mark_outcomes locks them: no deadlock.
+  PERFORM mailroom._breaker_tally(x.scope, x.key, 0, (NEW.kind = 'bounce')::integer,
+                                  (NEW.kind = 'complaint')::integer, NEW.received_at)
+  FROM (VALUES ('campaign', NEW.campaign_id::text), ('sender', NEW.sender)) AS x(scope, key)
+  WHERE x.key IS NOT NULL
+  ORDER BY x.scope, x.key;
+  RETURN NULL;
+END
+$$;
+ALTER FUNCTION mailroom._breaker_feedback_event() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._breaker_feedback_event() FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._breaker_feedback_event() IS
+  'Trigger (feedback_events, after insert of a bounce or complaint): count it against the mail''s campaign and sender; the circuit breaker may pause either.';
+
+CREATE TRIGGER feedback_events_breaker
+  AFTER INSERT ON mailroom.feedback_events
+  FOR EACH ROW WHEN (NEW.kind IN ('bounce', 'complaint'))
+  EXECUTE FUNCTION mailroom._breaker_feedback_event();
+COMMENT ON TRIGGER feedback_events_breaker ON mailroom.feedback_events IS
+  'The circuit breaker counts each new bounce and complaint (a replayed event inserts no row and counts nothing).';
+
+COMMIT;

@@ -1,30 +1,36 @@
--- Deploy mailroom:cache_get_or_lock to pg (rework for v0.4)
--- requires: cache_get_or_lock@v0.3.0
--- requires: split_messages
+-- Deploy mailroom:cache_get_or_lock to pg (rework after v0.4.0)
+-- requires: cache_get_or_lock@v0.4.0
 --
--- Issue 13, item 4: no p_now on anything a role can execute.
--- cache_get_or_lock(key, wait) reads with cache_get(key), by the database
--- clock. This change comes before cache_get's rework in the plan: the call
--- cache_get(key) is answered by the v0.3.0 cache_get(key, p_now DEFAULT now())
--- and by the v0.4 cache_get(key) alike, so every state of a deploy or a revert
--- works. _cache_lock_id and cache_unlock are unchanged, copied verbatim so this
--- file defines every function of the change.
+-- Issue 32, item 4. A cache key's load lock was the session advisory lock
+-- (1835100524, hashtext(key)): advisory locks are open to every login with
+-- CONNECT, and the key is easy to guess (pg_locks even shows it while a
+-- loader holds it), so a stranger holding it made every cache_get_or_lock
+-- of that key wait its p_wait and fail. Now the load lock is a row in
+-- mailroom.cache_loads, a table without grants: only these functions write it.
+--
+-- It must still outlive the call (the caller computes the value in its own
+-- code between cache_get_or_lock and cache_unlock, in autocommit, holding no
+-- transaction), and still go when the loader's session ends. So the row
+-- names its holder's backend, and it is taken over when that backend has
+-- exited or its lease (one minute) has run out: a loader that crashed costs
+-- its waiters a poll, and one whose backend pid was reused by another
+-- session costs at most the lease. A waiter polls (10 ms, growing to 50 ms)
+-- for the value or a free row, for at most p_wait.
+--
+-- _cache_lock_id is no longer used; it stays so the change's functions are
+-- the same set as before (and a revert finds it).
 
 BEGIN;
 
--- Stampede protection across processes and hosts. The load lock is a
--- SESSION-level advisory lock, deliberately: the caller computes the value in
--- application code between two calls (cache_get_or_lock, then cache_set and
--- cache_unlock), and must not hold a transaction open while it does (an open
--- transaction pins vacuum and a pooled connection, and a transaction-level lock
--- would be gone the moment an autocommit call returned). A session lock
--- survives between the calls, and a loader whose process dies releases it
--- with its connection. The price: the caller must call cache_unlock (the
--- Python helper does, in `finally`), and a transaction-mode pooler such as
--- PgBouncer's must not sit between caller and database.
---
--- Lock key: (1835100524 = 'mail' in ASCII, hashtext(key)). Two keys with the
--- same hash share a lock: harmless, they just load one after the other.
+CREATE UNLOGGED TABLE mailroom.cache_loads (
+  key    text        PRIMARY KEY,
+  pid    integer     NOT NULL,
+  leased timestamptz NOT NULL
+);
+ALTER TABLE mailroom.cache_loads OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.cache_loads FROM PUBLIC;
+COMMENT ON TABLE mailroom.cache_loads IS
+  'Cache keys being loaded: the holder''s backend pid and when its one-minute lease began. UNLOGGED like the cache: after a crash nobody is loading.';
 
 CREATE OR REPLACE FUNCTION mailroom._cache_lock_id(p_key text) RETURNS integer
 LANGUAGE sql
@@ -37,11 +43,31 @@ ALTER FUNCTION mailroom._cache_lock_id(text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._cache_lock_id(text) FROM PUBLIC;
 
 COMMENT ON FUNCTION mailroom._cache_lock_id(text) IS
-  'Internal: second key of the advisory load lock of a cache key (the first is 1835100524).';
+  'Internal, unused since the load lock is a row of mailroom.cache_loads: v0.4.0''s advisory lock key of a cache key.';
 
-DROP FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz);
+-- Take p_key's load row for this backend unless a live holder has it.
+-- True when this session holds it now.
+CREATE FUNCTION mailroom._cache_take_load(p_key text)
+RETURNS boolean
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+  INSERT INTO mailroom.cache_loads AS l (key, pid, leased)
+  VALUES (p_key, pg_backend_pid(), clock_timestamp())
+  ON CONFLICT (key) DO UPDATE SET pid = EXCLUDED.pid, leased = EXCLUDED.leased
+  WHERE l.pid = pg_backend_pid()
+     OR l.leased < clock_timestamp() - interval '1 minute'
+     OR NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a WHERE a.pid = l.pid)
+  RETURNING true
+$$;
+ALTER FUNCTION mailroom._cache_take_load(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._cache_take_load(text) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._cache_take_load(text) IS
+  'Internal: take a cache key''s load row for this backend when it is free, stale (holder exited) or its lease ran out; true when taken.';
 
-CREATE FUNCTION mailroom.cache_get_or_lock(
+CREATE OR REPLACE FUNCTION mailroom.cache_get_or_lock(
   p_key  text,
   p_wait interval DEFAULT interval '5 seconds'
 ) RETURNS TABLE (hit boolean, value jsonb, locked boolean)
@@ -51,10 +77,11 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_value jsonb;
-  v_lock  integer;
-  v_got   boolean;
-  v_old   text;
+  v_value    jsonb;
+  v_got      boolean;
+  v_deadline timestamptz;
+  v_pause    double precision := 0.01;
+  v_old      text := current_setting('lock_timeout');
 BEGIN
   IF p_key IS NULL THEN
     RAISE EXCEPTION 'mailroom: key: must not be null' USING ERRCODE = '22023';
@@ -64,44 +91,45 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  v_value := mailroom.cache_get(p_key);
-  IF v_value IS NOT NULL THEN
-    RETURN QUERY SELECT true, v_value, false;
-    RETURN;
-  END IF;
-
-  v_lock := mailroom._cache_lock_id(p_key);
-  v_got := pg_try_advisory_lock(1835100524, v_lock);
-  IF NOT v_got AND p_wait > interval '0' THEN
-    -- Someone is loading: wait for them (at most p_wait), then read what they stored.
-    v_old := current_setting('lock_timeout');
+  v_deadline := clock_timestamp() + p_wait;
+  LOOP
+    v_value := mailroom.cache_get(p_key);
+    IF v_value IS NOT NULL THEN
+      RETURN QUERY SELECT true, v_value, false;
+      RETURN;
+    END IF;
+    -- A loader inside an uncommitted transaction holds its new row: wait for
+    -- it no longer than the deadline.
     PERFORM set_config('lock_timeout',
-                       ceil(extract(epoch FROM p_wait) * 1000)::bigint::text || 'ms', true);
+                       greatest(1, ceil(extract(epoch FROM v_deadline - clock_timestamp()) * 1000))::bigint::text
+                         || 'ms', true);
+    -- pg_stat_activity is read once per transaction unless told otherwise:
+    -- without this a waiter would never see its loader's backend exit.
+    PERFORM pg_stat_clear_snapshot();
     BEGIN
-      PERFORM pg_advisory_lock(1835100524, v_lock);
-      v_got := true;
+      v_got := coalesce(mailroom._cache_take_load(p_key), false);
     EXCEPTION WHEN lock_not_available THEN
       v_got := false;
     END;
     PERFORM set_config('lock_timeout', v_old, true);
-  END IF;
-
-  IF NOT v_got THEN
-    -- Timed out: neither a value nor the lock. The caller chooses (load anyway, or fail).
-    RETURN QUERY SELECT false, NULL::jsonb, false;
-    RETURN;
-  END IF;
-
-  -- We hold the lock. The previous holder may have stored the value meanwhile.
-  v_value := mailroom.cache_get(p_key);
-  IF v_value IS NOT NULL THEN
-    PERFORM pg_advisory_unlock(1835100524, v_lock);
-    RETURN QUERY SELECT true, v_value, false;
-    RETURN;
-  END IF;
-
-  -- Still missing: this caller loads. It must cache_set, then cache_unlock.
-  RETURN QUERY SELECT false, NULL::jsonb, true;
+    IF v_got THEN
+      -- The previous holder may have stored the value before it let go.
+      v_value := mailroom.cache_get(p_key);
+      IF v_value IS NOT NULL THEN
+        DELETE FROM mailroom.cache_loads WHERE key = p_key AND pid = pg_backend_pid();
+        RETURN QUERY SELECT true, v_value, false;
+        RETURN;
+      END IF;
+      -- Still missing: this caller loads. It must cache_set, then cache_unlock.
+      RETURN QUERY SELECT false, NULL::jsonb, true;
+      RETURN;
+    END IF;
+    EXIT WHEN clock_timestamp() >= v_deadline;
+    PERFORM pg_sleep(least(v_pause, extract(epoch FROM v_deadline - clock_timestamp())));
+    v_pause := least(v_pause * 1.5, 0.05);
+  END LOOP;
+  -- Waited in vain: neither a value nor the lock. The caller chooses (load anyway, or fail).
+  RETURN QUERY SELECT false, NULL::jsonb, false;
 END
 $$;
 
@@ -110,7 +138,7 @@ REVOKE ALL ON FUNCTION mailroom.cache_get_or_lock(text, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.cache_get_or_lock(text, interval) TO mailroom_app;
 
 COMMENT ON FUNCTION mailroom.cache_get_or_lock(text, interval) IS
-  'Read p_key; on a miss take the key''s load lock (session-level advisory lock), waiting up to p_wait while another session holds it. Returns (hit, value, locked): hit = value found; locked = this session must load, cache_set and cache_unlock; neither = waited p_wait in vain.';
+  'Read p_key; on a miss take the key''s load lock (a row of mailroom.cache_loads naming this backend, until cache_unlock, the end of this session or a one-minute lease), waiting up to p_wait while another session holds it. Returns (hit, value, locked): hit = value found; locked = this session must load, cache_set and cache_unlock; neither = waited p_wait in vain.';
 
 CREATE OR REPLACE FUNCTION mailroom.cache_unlock(p_key text) RETURNS boolean
 LANGUAGE plpgsql
@@ -119,23 +147,14 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
-  v_lock integer;
+  v_found boolean;
 BEGIN
   IF p_key IS NULL THEN
     RAISE EXCEPTION 'mailroom: key: must not be null' USING ERRCODE = '22023';
   END IF;
-  v_lock := mailroom._cache_lock_id(p_key);
-  -- pg_advisory_unlock warns when the lock is not held: look first.
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_locks AS l
-                  WHERE l.locktype = 'advisory'
-                    AND l.pid = pg_backend_pid()
-                    AND l.classid = 1835100524::oid
-                    AND l.objid = v_lock::oid
-                    AND l.objsubid = 2
-                    AND l.granted) THEN
-    RETURN false;
-  END IF;
-  RETURN pg_advisory_unlock(1835100524, v_lock);
+  DELETE FROM mailroom.cache_loads WHERE key = p_key AND pid = pg_backend_pid();
+  GET DIAGNOSTICS v_found = ROW_COUNT;
+  RETURN v_found;
 END
 $$;
 

@@ -1,6 +1,5 @@
--- Deploy mailroom:enqueue to pg
--- requires: enqueue@v0.3.0
--- requires: split_messages
+-- Deploy mailroom:enqueue to pg (rework after v0.4.0)
+-- requires: enqueue@v0.4.0
 -- requires: runner_waiting
 
 -- v0.4: the content goes into mailroom.contents once and the live row into
@@ -12,17 +11,22 @@
 --
 -- Wake-ups (see runner_waiting): enqueue notifies when a runner waits for
 -- work (a row in mailroom.runner_waits) and, so that no wake-up is lost,
--- holds the barrier lock shared until its transaction ends. Both are only
--- ever tried: when the barrier cannot be had (a runner is checking it this
--- instant, or some session holds it), or the caller's snapshot may predate
--- a runner that started waiting (REPEATABLE READ or SERIALIZABLE), enqueue
--- notifies instead of waiting. Nothing any session does can make it block.
+-- holds the barrier until its transaction ends. Issue 32, item 4: the
+-- barrier was an advisory lock, which any login with CONNECT could hold; it
+-- is now a ROW EXCLUSIVE lock on mailroom.enqueue_barrier, which only
+-- mailroom's functions can take. enqueue takes it unconditionally (the only
+-- conflicting holder is enqueues_settled, for the one statement of a
+-- runner's autocommit call, so no session can make enqueue wait longer),
+-- and only then looks for waiting runners, in a statement of its own: its
+-- snapshot is taken after the lock, so a runner whose enqueues_settled came
+-- first is seen. (v0.4.0 tried the lock and read runner_waits in one
+-- expression, under a snapshot from before the try.) Under REPEATABLE READ
+-- or SERIALIZABLE the caller's snapshot may predate a runner that started
+-- waiting: enqueue notifies.
 
 BEGIN;
 
-DROP FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz);
-
-CREATE FUNCTION mailroom.enqueue(
+CREATE OR REPLACE FUNCTION mailroom.enqueue(
   p_to           text,
   p_subject      text        DEFAULT NULL,
   p_body_text    text        DEFAULT NULL,
@@ -176,8 +180,8 @@ BEGIN
   -- Wakes waiting runners when the caller's transaction commits; busy
   -- runners claim again without a wake-up (see the header).
   IF v_status = 'queued' AND v_run_at <= v_now THEN
-    IF NOT pg_try_advisory_xact_lock_shared(1835100525, 3)
-       OR current_setting('transaction_isolation') <> 'read committed'
+    LOCK TABLE mailroom.enqueue_barrier IN ROW EXCLUSIVE MODE;
+    IF current_setting('transaction_isolation') <> 'read committed'
        OR EXISTS (SELECT FROM mailroom.runner_waits) THEN
       PERFORM pg_notify('mailroom', p_sender);
     END IF;

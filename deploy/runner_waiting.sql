@@ -1,30 +1,33 @@
--- Deploy mailroom:runner_waiting to pg
--- requires: runner_waiting@v0.3.0
--- requires: table_queue
-
--- The wake-up protocol between enqueue and runners (see enqueue). v0.3 had
--- enqueue try a session-level advisory lock that waiting runners held
--- shared: any login could hold that lock and stall every enqueue behind the
--- barrier, and a query cancel landing between enqueue's try and its unlock
--- left a pooled application connection holding it. Now:
+-- Deploy mailroom:runner_waiting to pg (rework after v0.4.0)
+-- requires: runner_waiting@v0.4.0
 --
--- - a runner that waits for work has a row in mailroom.runner_waits (its
---   backend pid); enqueue notifies while any row exists. A row whose backend
---   is gone is removed the next time any runner starts or stops waiting, so a
---   crashed runner costs at most a few needless notifications.
--- - the barrier (advisory lock 1835100525/3) is taken by enqueue shared and
---   only tried; enqueues_settled tries it exclusively at transaction level,
---   so it is released when that statement ends, whatever interrupts it.
+-- Issue 32, item 4. The barrier between enqueue and a runner about to sleep
+-- was advisory lock 1835100525/3, and advisory locks belong to every login
+-- with CONNECT: a stranger holding it exclusively made every enqueue notify
+-- and enqueues_settled never true (runners never slept: a claim every few
+-- milliseconds, for as long as the stranger liked). Now the barrier is a
+-- table lock on mailroom.enqueue_barrier, a table with no rows and no grants:
+-- LOCK TABLE needs a privilege on it, so only mailroom's own functions (its
+-- owner) can take it.
+--
+-- - enqueue takes it in ROW EXCLUSIVE mode (the mode every INSERT takes on
+--   its table: granted through the fast path, without the shared lock
+--   manager, while no one tries a stronger mode) and keeps it to its commit;
+-- - enqueues_settled tries SHARE mode, which conflicts with ROW EXCLUSIVE,
+--   with NOWAIT, and holds it to the end of its own statement's transaction.
+--   Never waiting, it never queues an enqueue behind it; an enqueue waits at
+--   most for the one statement of a runner's autocommit call.
+--
+-- runner_waiting is unchanged, copied verbatim so this file defines every
+-- function of the change.
 
 BEGIN;
 
-CREATE UNLOGGED TABLE mailroom.runner_waits (
-  pid   integer PRIMARY KEY,
-  since timestamptz NOT NULL DEFAULT now()
-);
-ALTER TABLE mailroom.runner_waits OWNER TO mailroom_owner;
-COMMENT ON TABLE mailroom.runner_waits IS
-  'Runner sessions waiting for work (by backend pid): enqueue notifies while any is here. UNLOGGED: after a crash every runner reconnects and says so again.';
+CREATE TABLE mailroom.enqueue_barrier ();
+ALTER TABLE mailroom.enqueue_barrier OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.enqueue_barrier FROM PUBLIC;
+COMMENT ON TABLE mailroom.enqueue_barrier IS
+  'No rows: its table lock is the wake-up barrier (enqueue ROW EXCLUSIVE, enqueues_settled tries SHARE). No grants, so no other session can take it.';
 
 CREATE OR REPLACE FUNCTION mailroom.runner_waiting(p_waiting boolean)
 RETURNS boolean
@@ -64,11 +67,13 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
-  -- The barrier is free only when no enqueue that may have skipped its
-  -- wake-up is still in flight. Tried, never waited for (waiting would queue
-  -- every new enqueue behind this call), and held only to the end of this
-  -- transaction.
-  RETURN pg_try_advisory_xact_lock(1835100525, 3);
+  -- Free only when no enqueue that may have skipped its wake-up is still in
+  -- flight. Tried, never waited for (waiting would queue every new enqueue
+  -- behind this call), and held to the end of this transaction.
+  LOCK TABLE mailroom.enqueue_barrier IN SHARE MODE NOWAIT;
+  RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+  RETURN false;
 END
 $$;
 ALTER FUNCTION mailroom.enqueues_settled() OWNER TO mailroom_owner;

@@ -1,15 +1,39 @@
--- Revert mailroom:cache_get_or_lock from pg: the v0.3.0 cache_get_or_lock(key,
--- wait, p_now) back. It calls cache_get(key, p_now): cache_get's rework, later
--- in the plan, is reverted first. _cache_lock_id and cache_unlock did not change.
+-- Revert mailroom:cache_get_or_lock from pg: back to v0.4.0's load lock, the
+-- session advisory lock (1835100524, hashtext(key)). A load in progress
+-- loses its row: at worst one more caller loads the same key.
 
 BEGIN;
 
-DROP FUNCTION mailroom.cache_get_or_lock(text, interval);
+-- Stampede protection across processes and hosts. The load lock is a
+-- SESSION-level advisory lock, deliberately: the caller computes the value in
+-- application code between two calls (cache_get_or_lock, then cache_set and
+-- cache_unlock), and must not hold a transaction open while it does (an open
+-- transaction pins vacuum and a pooled connection, and a transaction-level lock
+-- would be gone the moment an autocommit call returned). A session lock
+-- survives between the calls, and a loader whose process dies releases it
+-- with its connection. The price: the caller must call cache_unlock (the
+-- Python helper does, in `finally`), and a transaction-mode pooler such as
+-- PgBouncer's must not sit between caller and database.
+--
+-- Lock key: (1835100524 = 'mail' in ASCII, hashtext(key)). Two keys with the
+-- same hash share a lock: harmless, they just load one after the other.
 
-CREATE FUNCTION mailroom.cache_get_or_lock(
+CREATE OR REPLACE FUNCTION mailroom._cache_lock_id(p_key text) RETURNS integer
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+-- A pure expression: plain SQL without SECURITY DEFINER or SET, so it is inlined.
+AS $$ SELECT pg_catalog.hashtext(p_key) $$;
+
+ALTER FUNCTION mailroom._cache_lock_id(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._cache_lock_id(text) FROM PUBLIC;
+
+COMMENT ON FUNCTION mailroom._cache_lock_id(text) IS
+  'Internal: second key of the advisory load lock of a cache key (the first is 1835100524).';
+
+CREATE OR REPLACE FUNCTION mailroom.cache_get_or_lock(
   p_key  text,
-  p_wait interval DEFAULT interval '5 seconds',
-  p_now  timestamptz DEFAULT now()
+  p_wait interval DEFAULT interval '5 seconds'
 ) RETURNS TABLE (hit boolean, value jsonb, locked boolean)
 LANGUAGE plpgsql
 VOLATILE
@@ -30,7 +54,7 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  v_value := mailroom.cache_get(p_key, p_now);
+  v_value := mailroom.cache_get(p_key);
   IF v_value IS NOT NULL THEN
     RETURN QUERY SELECT true, v_value, false;
     RETURN;
@@ -59,7 +83,7 @@ BEGIN
   END IF;
 
   -- We hold the lock. The previous holder may have stored the value meanwhile.
-  v_value := mailroom.cache_get(p_key, p_now);
+  v_value := mailroom.cache_get(p_key);
   IF v_value IS NOT NULL THEN
     PERFORM pg_advisory_unlock(1835100524, v_lock);
     RETURN QUERY SELECT true, v_value, false;
@@ -71,11 +95,48 @@ BEGIN
 END
 $$;
 
-ALTER FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) TO mailroom_app;
+ALTER FUNCTION mailroom.cache_get_or_lock(text, interval) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cache_get_or_lock(text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cache_get_or_lock(text, interval) TO mailroom_app;
 
-COMMENT ON FUNCTION mailroom.cache_get_or_lock(text, interval, timestamptz) IS
+COMMENT ON FUNCTION mailroom.cache_get_or_lock(text, interval) IS
   'Read p_key; on a miss take the key''s load lock (session-level advisory lock), waiting up to p_wait while another session holds it. Returns (hit, value, locked): hit = value found; locked = this session must load, cache_set and cache_unlock; neither = waited p_wait in vain.';
+
+CREATE OR REPLACE FUNCTION mailroom.cache_unlock(p_key text) RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_lock integer;
+BEGIN
+  IF p_key IS NULL THEN
+    RAISE EXCEPTION 'mailroom: key: must not be null' USING ERRCODE = '22023';
+  END IF;
+  v_lock := mailroom._cache_lock_id(p_key);
+  -- pg_advisory_unlock warns when the lock is not held: look first.
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_locks AS l
+                  WHERE l.locktype = 'advisory'
+                    AND l.pid = pg_backend_pid()
+                    AND l.classid = 1835100524::oid
+                    AND l.objid = v_lock::oid
+                    AND l.objsubid = 2
+                    AND l.granted) THEN
+    RETURN false;
+  END IF;
+  RETURN pg_advisory_unlock(1835100524, v_lock);
+END
+$$;
+
+ALTER FUNCTION mailroom.cache_unlock(text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.cache_unlock(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.cache_unlock(text) TO mailroom_app;
+
+COMMENT ON FUNCTION mailroom.cache_unlock(text) IS
+  'Release the load lock cache_get_or_lock gave this session for p_key (after cache_set, or when loading failed). False when this session did not hold it.';
+
+DROP FUNCTION mailroom._cache_take_load(text);
+DROP TABLE mailroom.cache_loads;
 
 COMMIT;

@@ -1,24 +1,7 @@
--- Revert mailroom:enqueue from pg (back to the v0.3.0 function)
--- requires: enqueue@v0.2.0
--- requires: runner_waiting
-
--- PostgreSQL serializes notifying commits: a transaction that called NOTIFY
--- holds a database-wide lock from its pre-commit through its WAL flush, so
--- enqueues that all notify cannot share a flush (bench/single_enqueue.py:
--- a bare INSERT reached 13,870/s with synchronous_commit on, the same INSERT
--- with pg_notify 7,484/s). A runner that is busy claims again as soon as it
--- has room and needs no wake-up; only a runner that waits for work does. So
--- enqueue notifies only while some runner holds the waiting lock.
---
--- No wake-up is lost: enqueue takes the barrier lock (shared, to its commit)
--- before it looks for a waiting runner, and a runner that starts waiting
--- takes the waiting lock first and then claims once more only after the
--- barrier was free (enqueues_settled): an enqueue that saw nobody waiting has
--- committed by then, and that claim finds its mail.
+-- Revert mailroom:enqueue from pg: back to the v0.4.0 body (the barrier as
+-- advisory lock 1835100525/3, tried). Same signature: CREATE OR REPLACE.
 
 BEGIN;
-
-DROP FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text);
 
 CREATE OR REPLACE FUNCTION mailroom.enqueue(
   p_to           text,
@@ -34,7 +17,7 @@ CREATE OR REPLACE FUNCTION mailroom.enqueue(
   p_template     text        DEFAULT NULL,
   p_vars         jsonb       DEFAULT '{}',
   p_on_ambiguous text        DEFAULT 'retry',
-  p_now          timestamptz DEFAULT now()
+  p_stream       text        DEFAULT 'transactional'
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -43,7 +26,8 @@ SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_id     bigint;
-  v_run_at timestamptz := coalesce(p_send_at, p_now);
+  v_now    timestamptz := now();
+  v_run_at timestamptz := coalesce(p_send_at, v_now);
   v_status text := 'queued';
   v_reason text;
   v_max    bigint;
@@ -75,7 +59,11 @@ BEGIN
         USING ERRCODE = '22023', HINT = 'Create it with mailroom.upsert_template().';
     END IF;
   END IF;
-  IF p_subject IS NOT NULL THEN
+  -- The union of _check_header_text's tests (CR, LF, control characters
+  -- other than TAB, U+2028/U+2029, over 64 KiB) inline: the helper, a
+  -- plpgsql call with its own search_path, cost about 20 us a mail when
+  -- called every time; now only a failing subject reaches it, for its message.
+  IF p_subject ~ '[\x01-\x08\x0A-\x1F\x7F\u0080-\u009F\u2028\u2029]' OR octet_length(p_subject) > 65536 THEN
     PERFORM mailroom._check_header_text('subject', p_subject);
   END IF;
   IF p_body_text IS NOT NULL OR p_body_html IS NOT NULL THEN
@@ -111,57 +99,80 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
 
-  -- Suppressed addresses are recorded, not refused: the application's
-  -- transaction goes on and the decision stays auditable.
-  IF EXISTS (SELECT FROM mailroom.suppressions WHERE address_key = mailroom._address_key(p_to)) THEN
+  IF p_stream IS DISTINCT FROM 'transactional' THEN
+    PERFORM mailroom._check_stream(p_stream);
+  END IF;
+
+  -- Suppressed addresses (for all streams or for this one) are recorded,
+  -- not refused: the application's transaction goes on and the decision
+  -- stays auditable.
+  IF EXISTS (SELECT FROM mailroom.suppressions s
+             WHERE s.address_key = mailroom._address_key(p_to) AND (s.stream IS NULL OR s.stream = p_stream)) THEN
     v_status := 'cancelled';
     v_reason := 'suppressed';
   END IF;
 
-  INSERT INTO mailroom.messages (
-    delivery_key, status, status_reason, priority, run_at, sender, to_address,
-    subject, body_text, body_html, template_key, template_vars, headers,
-    max_attempts, on_ambiguous, created_at, updated_at)
-  VALUES (
-    coalesce(p_delivery_key, 'mailroom:' || gen_random_uuid()), v_status, v_reason, p_priority,
-    v_run_at, p_sender, p_to, p_subject, p_body_text, p_body_html, p_template, p_vars, p_headers,
-    p_max_attempts, p_on_ambiguous, p_now, p_now)
-  ON CONFLICT (delivery_key) DO NOTHING
-  RETURNING id INTO v_id;
+  WITH content AS (
+    INSERT INTO mailroom.contents (
+      delivery_key, sender, to_address, subject, body_text, body_html, template_key, template_vars,
+      headers, priority, max_attempts, on_ambiguous, stream, created_at)
+    VALUES (
+      coalesce(p_delivery_key, 'mailroom:' || gen_random_uuid()), p_sender, p_to, p_subject, p_body_text,
+      p_body_html, p_template, p_vars, p_headers, p_priority, p_max_attempts, p_on_ambiguous, p_stream, v_now)
+    ON CONFLICT (delivery_key) DO NOTHING
+    RETURNING id
+  ),
+  live AS (
+    INSERT INTO mailroom.queue (id, priority, run_at, sender, max_attempts, on_ambiguous, updated_at)
+    SELECT content.id, p_priority, v_run_at, p_sender, p_max_attempts, p_on_ambiguous, v_now
+    FROM content
+    WHERE v_status = 'queued'
+  ),
+  finished AS (
+    INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
+    SELECT content.id, 0, v_now, 'cancelled', 'cancelled', v_reason
+    FROM content
+    WHERE v_status = 'cancelled'
+  )
+  SELECT content.id INTO v_id FROM content;
 
   IF v_id IS NULL THEN
     -- The key exists, or a concurrent transaction just committed it (the
     -- insert waited for it). Under READ COMMITTED this statement sees it.
-    SELECT id INTO v_id FROM mailroom.messages WHERE delivery_key = p_delivery_key;
+    SELECT c.id INTO v_id FROM mailroom.contents c WHERE c.delivery_key = p_delivery_key;
     IF v_id IS NULL THEN
       RAISE EXCEPTION 'mailroom: delivery_key: "%" was enqueued by a concurrent transaction this snapshot cannot see', p_delivery_key
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
     END IF;
+    -- Idempotence is the point of the key, but a receipt not queued because
+    -- its key collided with another mail's is easy to miss: say so, on the
+    -- repeat path only (a NOTICE costs the new-mail path nothing, and keeps
+    -- enqueue's one signature). SQLSTATE 01MR1 lets a client tell it apart.
+    RAISE NOTICE 'mailroom: delivery_key: "%" already exists (message %): nothing new was queued', p_delivery_key, v_id
+      USING ERRCODE = '01MR1',
+            HINT = 'A repeat of the same mail is fine; a different mail needs a key of its own.';
     RETURN v_id;
   END IF;
 
-  -- Wakes runners when the caller's transaction commits, if one waits for
-  -- work (it holds the waiting lock, see runner_waiting); busy runners claim
-  -- again without a wake-up. The barrier lock, held to commit, lets a runner
-  -- that starts waiting after this check see this mail before it sleeps.
-  IF v_status = 'queued' AND v_run_at <= p_now THEN
-    PERFORM pg_advisory_xact_lock_shared(1835100525, 3);
-    IF pg_try_advisory_lock(1835100525, 2) THEN
-      PERFORM pg_advisory_unlock(1835100525, 2);
-    ELSE
+  -- Wakes waiting runners when the caller's transaction commits; busy
+  -- runners claim again without a wake-up (see the header).
+  IF v_status = 'queued' AND v_run_at <= v_now THEN
+    IF NOT pg_try_advisory_xact_lock_shared(1835100525, 3)
+       OR current_setting('transaction_isolation') <> 'read committed'
+       OR EXISTS (SELECT FROM mailroom.runner_waits) THEN
       PERFORM pg_notify('mailroom', p_sender);
     END IF;
   END IF;
   RETURN v_id;
 END
 $$;
-ALTER FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz)
+ALTER FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   OWNER TO mailroom_owner;
-REVOKE ALL ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz)
+REVOKE ALL ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz)
+GRANT EXECUTE ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text)
   TO mailroom_app;
-COMMENT ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, timestamptz) IS
-  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id and changes nothing. Give literal subject/body or p_template with p_vars.';
+COMMENT ON FUNCTION mailroom.enqueue(text, text, text, text, jsonb, text, timestamptz, integer, text, integer, text, jsonb, text, text) IS
+  'Queue one mail inside the caller''s transaction and return its id. Idempotent on p_delivery_key: a repeat returns the first id, changes nothing and raises NOTICE (SQLSTATE 01MR1) saying the key already existed. Give literal subject/body or p_template with p_vars. p_stream (default transactional) names its stream (mailroom.streams).';
 
 COMMIT;

@@ -6,7 +6,8 @@
                          loader=lambda: expensive_query(filters))
 
 On a miss, exactly one caller across all processes and hosts runs `loader`
-(it holds the key's advisory load lock, see deploy/cache_get_or_lock.sql);
+(it holds the key's load lock, a row of mailroom.cache_loads, see
+deploy/cache_get_or_lock.sql);
 the others wait for it and read the stored value. Values are anything JSON can
 hold. A cache error is a miss, never a failure: the loader runs instead.
 

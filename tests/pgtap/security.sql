@@ -100,6 +100,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_punycode(text)', '', 'definer'),
   ('_contents_wire_address()', '', 'definer'),
   ('_cache_lock_id(text)', '', 'unpinned'),
+  ('_cache_take_load(text)', '', 'definer'),
   ('_breaker_feedback_event()', '', 'definer'),
   ('_breaker_count_outcomes(bigint[], text[], bigint[], text[], timestamp with time zone)', '', 'definer'),
   ('_breaker_figures(text, text, integer)', '', 'definer'),

@@ -114,6 +114,27 @@ def db_status() -> None:
         sys.exit(3)
 
 
+@db.command("console-login")
+@click.option("--database", default="mailroom", show_default=True, help="The database the console will read.")
+@click.option("--name", default="operator", show_default=True, help="The operator account's name.")
+def db_console_login(database: str, name: str) -> None:
+    """Make a console login on the embedded cluster and print how to start
+    `mailroom web` with it: the role mailroom_console (mailroom_operator and
+    nothing more) and an account with a new random password in
+    .mailroom/console-users (its hash only). Development only: docs/console.md
+    says how to make one in production."""
+    from mailroom.console.devlogin import create_console_login
+
+    cluster = _cluster()
+    try:
+        login = create_console_login(cluster.url(database), cluster.state_dir / "console-users", name=name)
+    except (_cluster_error(), ValueError) as e:
+        _err(str(e))
+        sys.exit(1)
+    click.echo("console login on the embedded cluster (development only):")
+    click.echo(login.instructions())
+
+
 @main.command("webhooks")
 @click.option("--dsn", required=True, help="Database URL of a login role granted mailroom_feedback.")
 @listen_options("webhooks", old_listen=True)

@@ -32,6 +32,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from mailroom import queries
+from mailroom.console.devlogin import create_console_login
 from mailroom.embedded import Cluster, ClusterError
 from mailroom.sink import free_port
 
@@ -144,6 +145,20 @@ def _stop(procs: list[subprocess.Popen], timeout: float = 30) -> None:
             p.wait()
 
 
+def _print_console_login(cluster: Cluster, database: str, cluster_stops: bool) -> None:
+    """The console is the next thing to look at: a login for it (mailroom db console-login)."""
+    try:
+        login = create_console_login(cluster.url(database), cluster.state_dir / "console-users")
+    except (psycopg.Error, ClusterError, ValueError) as e:
+        _say(f"no console login made: {e}")
+        return
+    click.echo("")
+    click.echo(f"the operator console, on database {database} (a new password each run):")
+    if cluster_stops:
+        click.echo("  mailroom db up")
+    click.echo(login.instructions())
+
+
 def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluster: bool,
              keep_database: bool = False) -> int:
     cluster = Cluster.for_checkout()
@@ -235,6 +250,8 @@ def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluste
         click.echo(f"  elapsed           {elapsed:.1f}s")
         click.echo(f"  rate              {sent / elapsed:.0f} mails/s")
         click.echo(f"  result            {'OK: sent == enqueued, no duplicates' if ok else 'FAILED'}")
+        _print_console_login(cluster, DEMO_DB if keep_database else "mailroom",
+                             cluster_stops=started_cluster and not keep_cluster)
         return 0 if ok else 1
     finally:
         if pool is not None:

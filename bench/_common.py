@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from mailroom.embedded import Cluster
+from mailroom.dev.embedded import Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runner"))
 from _common import bench_parser, fill_history, scratch_database, target, vacuum_analyze  # noqa: E402
 
-from mailroom.console import create_app  # noqa: E402
-from mailroom.console.auth import Accounts, hash_password  # noqa: E402
-from mailroom.render import message_id  # noqa: E402
+from mailroom.web.console import create_app  # noqa: E402
+from mailroom.web.console.auth import Accounts, hash_password  # noqa: E402
+from mailroom.send.render import message_id  # noqa: E402
 
 TARGET_MS = 300
 

@@ -10,7 +10,7 @@ sides, in alternating rounds, each with a runner of its own started for it:
 
 - unsigned: no --dkim (Feedback-ID is still added);
 - rsa-sha256: --dkim default=...:rsa2048.pem (a 2048-bit key; the private-key
-  step in OpenSSL, see mailroom/dkim.py);
+  step in OpenSSL, see mailroom/send/dkim.py);
 - ed25519-sha256: --dkim default=...:ed25519.pem;
 - each of the three again with --unsubscribe-url and --unsubscribe-mailto
   (a signed token, List-Unsubscribe and List-Unsubscribe-Post per mail, and
@@ -21,7 +21,7 @@ sides, in alternating rounds, each with a runner of its own started for it:
 The figure is the runner's user + system CPU over the drain (/proc), per
 mail; the ratio is taken within each round, median over rounds. Also shown,
 measured in this process on one built mail: dkimpy's sign() with its own
-pure-Python RSA, the path mailroom/dkim.py replaces.
+pure-Python RSA, the path mailroom/send/dkim.py replaces.
 
     .venv/bin/python bench/dkim_cost.py [--quick]
 """
@@ -66,14 +66,14 @@ def pure_dkimpy_rsa_us(key_path: Path) -> tuple[float, float]:
     """CPU µs per signature in this process: (dkimpy's own RSA, mailroom's Signer), same mail and key."""
     import dkim
 
-    from mailroom import dkim as mailroom_dkim
-    from mailroom.render import Renderer
+    from mailroom.send import dkim as mailroom_dkim
+    from mailroom.send.render import Renderer
 
     row = {"id": 1, "delivery_key": "bench-1", "to_address": "user1@d1.example", "subject": "Your order 1",
            "body_text": "Hello User 1,\nyour order 1 has shipped.\n", "body_html": "<p>Hello User 1</p>"}
     data = Renderer("Bench <bench@bench.mailroom.invalid>").build(row).data
     signer = mailroom_dkim.load_signer(f"default={DOMAIN}:rsa:{key_path}")
-    # The file is PKCS#8; mailroom.dkim registered the PKCS#1 form it hands dkimpy,
+    # The file is PKCS#8; mailroom.send.dkim registered the PKCS#1 form it hands dkimpy,
     # so dkimpy parses this one itself and signs with its own RSA.
     pure = key_path.read_bytes()
     assert pure not in mailroom_dkim._openssl_keys

@@ -29,7 +29,7 @@ Options for investigating (make bench passes none of them): --configs 1x1024,
 --sessions (scrape each runner's Prometheus metrics every poll and print how
 many SMTP sessions sat idle waiting for claimed mail), --no-sink-alone,
 --profile DIR (py-spy record of the first runner over the window, if py-spy
-is installed), --trace DIR (each runner's send timeline, mailroom.sendtrace:
+is installed), --trace DIR (each runner's send timeline, mailroom.send.sendtrace:
 how long a session takes from a reply to its next command, and how one
 mail's cycle is split), --rounds N (repeat the configurations), --ab DIR (each
 round also runs the runner package in DIR, e.g. main's runner/ copied there,
@@ -287,7 +287,7 @@ def _bursts(held: list, written: list, t_start: float, t_end: float) -> tuple[li
 
 
 def trace_summary(files: list[Path], t_start: float, t_end: float) -> list[str]:
-    """The send timelines (mailroom.sendtrace) of mail whose commands were
+    """The send timelines (mailroom.send.sendtrace) of mail whose commands were
     written inside the window: the split of one mail's cycle, and the event
     loop's busy time per iteration (a reply that arrives while the loop is
     busy waits for the next iteration)."""
@@ -452,7 +452,7 @@ def main() -> int:
     parser.add_argument("--late-session", type=float, default=None, metavar="S",
                         help="only the sink alone, with one session waiting S s after each mail, then exit")
     parser.add_argument("--trace", type=Path, default=None, metavar="DIR",
-                        help="send timelines of the runners here, summarised (mailroom.sendtrace)")
+                        help="send timelines of the runners here, summarised (mailroom.send.sendtrace)")
     parser.add_argument("--sink", type=_sink_modes, default=(True,), metavar="awake,idle",
                         help="measure the runners against smtp-sink kept awake (the default), idle, or both")
     parser.add_argument("--sink-nice", type=_nice_values, default=(0,), metavar="N[,N]",

@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from mailroom.embedded import PG_BIN, SUPERUSER, Cluster, _as_owner, _running_as_root, project_root
+from mailroom.dev.embedded import PG_BIN, SUPERUSER, Cluster, _as_owner, _running_as_root, project_root
 
 TEMPLATE_PREFIX = "mailroom_test_template"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
-from mailroom.render import message_id
+from mailroom.send.render import message_id
 
 FROM = "Mailroom Tests <noreply@tests.mailroom.invalid>"
 MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")  # the runners' Message-ID domain

@@ -25,8 +25,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom.embedded import project_root
-from mailroom.sink import Sink
+from mailroom.dev.embedded import project_root
+from mailroom.dev.sink import Sink
 from tests.conftest import with_database
 from tests.runnerkit import RunnerProcess, enqueue
 

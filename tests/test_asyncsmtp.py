@@ -1,4 +1,4 @@
-"""The asyncio SMTP session the runner sends with (mailroom.asyncsmtp)
+"""The asyncio SMTP session the runner sends with (mailroom.send.asyncsmtp)
 against a real aiosmtpd sink, with and without PIPELINING: the same
 classification as transport.SmtpConnection (tests/test_transport.py), above
 all the ambiguous-after-body rule. Each test runs on asyncio's own event
@@ -11,11 +11,11 @@ import asyncio
 
 import pytest
 
-from mailroom import sendpool
-from mailroom.asyncsmtp import AsyncSmtpConnection
-from mailroom.render import Renderer
-from mailroom.sink import Rule, Sink, free_port
-from mailroom.transport import parse_url
+from mailroom.send import sendpool
+from mailroom.send.asyncsmtp import AsyncSmtpConnection
+from mailroom.send.render import Renderer
+from mailroom.dev.sink import Rule, Sink, free_port
+from mailroom.send.transport import parse_url
 from tests.runnerkit import self_signed_cert
 
 ROW = {"id": 1, "delivery_key": "k-1", "to_address": "to@example.com", "subject": "s", "body_text": "b"}

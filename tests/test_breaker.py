@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 
-from mailroom.sink import Rule, Sink
+from mailroom.dev.sink import Rule, Sink
 from tests.conftest import connect
 from tests.operatorkit import run
 from tests.runnerkit import RunnerProcess, enqueue, wait_for

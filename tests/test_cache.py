@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from mailroom import cache
+from mailroom.client import cache
 
 
 def test_twenty_connections_on_one_missing_key_run_the_loader_once(db_url):

@@ -1,5 +1,5 @@
 """Campaigns end to end: the real runner (`mailroom run` in a subprocess) and
-an aiosmtpd sink on loopback (mailroom.sink.Sink, which keeps every accepted
+an aiosmtpd sink on loopback (mailroom.dev.sink.Sink, which keeps every accepted
 mail in arrival order).
 
 - Two campaigns queued together are sent strictly by priority by one runner.
@@ -18,8 +18,8 @@ import threading
 import psycopg
 import pytest
 
-from mailroom.render import message_id
-from mailroom.sink import Sink
+from mailroom.send.render import message_id
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import FROM, RunnerProcess, wait_for
 

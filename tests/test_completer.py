@@ -8,8 +8,8 @@ import psycopg_pool
 import pytest
 from psycopg.rows import dict_row
 
-from mailroom.completer import Completer, Report
-from mailroom.transport import Outcome
+from mailroom.send.completer import Completer, Report
+from mailroom.send.transport import Outcome
 from tests.runnerkit import enqueue
 
 

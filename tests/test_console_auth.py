@@ -10,9 +10,9 @@ import uuid
 import pytest
 
 from mailroom import exitcodes
-from mailroom.console import ConsoleConfigError, create_app
-from mailroom.console.auth import Accounts, CredentialsError, hash_password
-from mailroom.console.db import ConsoleDatabaseError, Database, safe_dsn
+from mailroom.web.console import ConsoleConfigError, create_app
+from mailroom.web.console.auth import Accounts, CredentialsError, hash_password
+from mailroom.web.console.db import ConsoleDatabaseError, Database, safe_dsn
 from tests.operatorkit import as_user, run
 
 

@@ -25,9 +25,9 @@ import psycopg
 import pytest
 from werkzeug.serving import make_server
 
-from mailroom.console import SECURITY_HEADERS, create_app
-from mailroom.console.auth import Accounts, hash_password
-from mailroom.sink import Sink
+from mailroom.web.console import SECURITY_HEADERS, create_app
+from mailroom.web.console.auth import Accounts, hash_password
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.operatorkit import as_user
 from tests.runnerkit import RunnerProcess, wait_for

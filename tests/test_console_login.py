@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from mailroom.console.devlogin import create_console_login
+from mailroom.web.console.devlogin import create_console_login
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom.embedded import Cluster
+from mailroom.dev.embedded import Cluster
 from tests.conftest import cloned_database, connect, with_database, _drop_database
 
 DEPLOY_TO = os.environ.get("MAILROOM_TEST_DEPLOY_TO")

@@ -17,8 +17,8 @@ import click
 import pytest
 
 from mailroom.cli import main
-from mailroom.console.auth import hash_password
-from mailroom.devserver import listen_options
+from mailroom.web.console.auth import hash_password
+from mailroom.web.devserver import listen_options
 from tests.conftest import connect
 from tests.operatorkit import as_user, run
 

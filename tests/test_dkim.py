@@ -1,5 +1,5 @@
 """DKIM signing and Feedback-ID end to end: a real `mailroom run` process, an
-aiosmtpd sink on loopback (mailroom.sink.Sink, keep=True), keys made here with
+aiosmtpd sink on loopback (mailroom.dev.sink.Sink, keep=True), keys made here with
 `cryptography`, and dkimpy verifying what arrived against the public key
 served by a DNS stub (the TXT record one would publish at
 <selector>._domainkey.<domain>).
@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from psycopg.types.json import Jsonb
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue, statuses
 
 DOMAIN = "mail.tests.mailroom.invalid"

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mailroom.embedded import Cluster
+from mailroom.dev.embedded import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from mailroom import __version__, exitcodes
 from mailroom.cli import main
-from mailroom.sink import free_port
+from mailroom.dev.sink import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_exit_0_when_idle(db_url):
 
 def test_exit_1_on_an_unexpected_error(db_url):
     """A bug is a crash with a traceback, never a code that means something else."""
-    code = ("import sys; from mailroom import runner, cli\n"
+    code = ("import sys; from mailroom import cli; from mailroom.send import runner\n"
             "def broken(self): raise RuntimeError('a bug')\n"
             "runner.Runner._main_loop = broken\n"
             "sys.argv = ['mailroom', 'run', '--dsn', sys.argv[1], '--smtp', 'null://']\n"
@@ -81,8 +81,8 @@ def test_mailroom_run_does_not_import_the_test_only_servers(db_url):
     r = _mailroom("run", "--dsn", db_url, "--smtp", "null://", "--exit-when-idle", python_args=("-X", "importtime"))
     assert r.returncode == 0, r.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
-    assert "mailroom.runner" in imported
-    assert not imported & {"mailroom.sink", "mailroom.embedded", "mailroom.demo", "aiosmtpd"}, sorted(
+    assert "mailroom.send.runner" in imported
+    assert not imported & {"mailroom.dev.sink", "mailroom.dev.embedded", "mailroom.dev.demo", "aiosmtpd"}, sorted(
         m for m in imported if m.startswith(("mailroom", "aiosmtpd")))
     # ... and `make demo` still finds them through the same command line.
     assert "Usage:" in _mailroom("sink", "--help").stdout and "Usage:" in _mailroom("demo", "--help").stdout

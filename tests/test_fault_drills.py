@@ -1,6 +1,6 @@
 """Fault drills (issue 8): under faults and load, nothing lost, nothing silent.
 
-Real `mailroom run` processes, a real aiosmtpd sink (mailroom.sink.Sink) that
+Real `mailroom run` processes, a real aiosmtpd sink (mailroom.dev.sink.Sink) that
 records every Message-ID it accepts, and the ledger as the judge. Every drill
 ends with the same verdict (`judge`): the Message-IDs at the sink are exactly
 those of the sent mail, every mail the sink got twice is listed by
@@ -35,8 +35,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from mailroom.render import message_id
-from mailroom.sink import Rule, Sink, free_port
+from mailroom.send.render import message_id
+from mailroom.dev.sink import Rule, Sink, free_port
 from tests.conftest import connect
 from tests.operatorkit import run as cli
 from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue, enqueue_many, statuses, wait_for

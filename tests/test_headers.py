@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from mailroom.render import OWNED, Renderer, RenderError
-from mailroom.sink import Sink
+from mailroom.send.render import OWNED, Renderer, RenderError
+from mailroom.dev.sink import Sink
 from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id
 
 ROW = {"id": 1, "delivery_key": "hdr-1", "to_address": "zoe@example.com"}

@@ -17,9 +17,9 @@ from email.utils import getaddresses
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mailroom.render import Renderer
-from mailroom.sink import Sink
-from mailroom.transport import Transport
+from mailroom.send.render import Renderer
+from mailroom.dev.sink import Sink
+from mailroom.send.transport import Transport
 
 EXAMPLES = int(os.environ.get("HEADER_EXAMPLES", "300"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None,

@@ -28,7 +28,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id, statuses
 

@@ -17,9 +17,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom import bounces, exitcodes, unsubscribe, verp
-from mailroom.inbound_server import Inbound, unsubscribe_verifier
-from mailroom.render import message_id as runner_message_id
+from mailroom import exitcodes
+from mailroom.inbound import bounces
+from mailroom.inbound.server import Inbound, unsubscribe_verifier
+from mailroom.send import unsubscribe, verp
+from mailroom.send.render import message_id as runner_message_id
 from mailroom.signing import Keyring
 
 from .conftest import connect

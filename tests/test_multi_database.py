@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.conftest import cloned_database, connect
 from tests.runnerkit import RunnerProcess, enqueue, enqueue_many, parse, settled, statuses, wait_for
 

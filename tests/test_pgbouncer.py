@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.pgbouncerkit import PgBouncer
 from tests.runnerkit import RunnerProcess, enqueue, settled, statuses, wait_for

@@ -17,10 +17,10 @@ import threading
 import pytest
 from aiosmtpd.controller import Controller
 
-from mailroom import verp
-from mailroom.inbound_server import Inbound
+from mailroom.send import verp
+from mailroom.inbound.server import Inbound
 from mailroom.signing import Keyring
-from mailroom.sink import free_port
+from mailroom.dev.sink import free_port
 
 from .postfixkit import PrivatePostfix
 from .runnerkit import FROM, RunnerProcess, parse, wait_for

@@ -13,7 +13,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from mailroom.ratelimit import rate_limit
+from mailroom.client.ratelimit import rate_limit
 
 LIMIT = 100
 WINDOW = timedelta(seconds=1)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mailroom.render import Renderer, RenderError, message_id
+from mailroom.send.render import Renderer, RenderError, message_id
 
 ROW = {"id": 1, "delivery_key": "order-7", "to_address": "zoe@example.com"}
 

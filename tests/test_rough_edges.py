@@ -10,9 +10,9 @@ import tomllib
 import uuid
 from pathlib import Path
 
-from mailroom.demo import Progress, demo_database
-from mailroom.embedded import Cluster
-from mailroom.sink import Rule, Sink
+from mailroom.dev.demo import Progress, demo_database
+from mailroom.dev.embedded import Cluster
+from mailroom.dev.sink import Rule, Sink
 from tests.conftest import connect
 from tests.operatorkit import run
 from tests.runnerkit import FROM, RunnerProcess, enqueue, parse, settled, wait_for

@@ -6,7 +6,7 @@ a traceback on the first two, and the whole batch stayed `sending`.)"""
 
 from __future__ import annotations
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.runnerkit import RunnerProcess, enqueue, statuses
 
 BAD = {

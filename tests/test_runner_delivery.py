@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mailroom.sink import Rule, Sink
+from mailroom.dev.sink import Rule, Sink
 from tests.runnerkit import RunnerProcess, enqueue, parse, runners_message_id, settled, statuses, wait_for
 
 FAST = ("--poll-interval", "0.2", "--concurrency", "4", "--batch", "20")

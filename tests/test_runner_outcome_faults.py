@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, statuses, wait_for
 

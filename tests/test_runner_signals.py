@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.runnerkit import RunnerProcess, enqueue, statuses, wait_for
 
 

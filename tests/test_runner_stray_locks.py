@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, enqueue, statuses, wait_for
 

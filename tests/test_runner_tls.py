@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mailroom.sink import Sink
+from mailroom.dev.sink import Sink
 from tests.runnerkit import RunnerProcess, enqueue, self_signed_cert, statuses
 
 PASSWORD = "s3cret p@ss/word"

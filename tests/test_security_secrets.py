@@ -21,7 +21,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 from aiosmtpd.smtp import AuthResult
 
-from mailroom.sink import Sink, free_port
+from mailroom.dev.sink import Sink, free_port
 from tests.runnerkit import RunnerProcess, enqueue, self_signed_cert, settled, wait_for
 
 USER = "mailer"
@@ -158,7 +158,7 @@ def test_smtp_credentials_never_leak(db_url, conn, cert):
 
 def test_reply_texts_are_redacted_before_the_ledger():
     """What mark_outcomes stores (messages.last_error, attempts.smtp_text) passes the redaction too."""
-    from mailroom.transport import Outcome, parse_url
+    from mailroom.send.transport import Outcome, parse_url
 
     parse_url(_url(25, None))
     echoed = " ".join(FORMS.values())

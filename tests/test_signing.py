@@ -17,7 +17,7 @@ import re
 import pytest
 
 from mailroom.signing import ENV_FILE, ENV_KEYS, Keyring, SigningKeyError, b64url_encode, new_key_line
-from mailroom.unsubscribe import MAX_TOKEN, TokenError, make_token, read_token
+from mailroom.send.unsubscribe import MAX_TOKEN, TokenError, make_token, read_token
 
 SECRET = b"s" * 32
 

@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from mailroom.signing import Keyring, new_key_line
-from mailroom.sink import Sink
-from mailroom.unsubscribe import make_token, read_token, TokenError
-from mailroom.unsubscribe_app import create_app, make_dev_server
+from mailroom.dev.sink import Sink
+from mailroom.send.unsubscribe import make_token, read_token, TokenError
+from mailroom.web.unsubscribe_app import create_app, make_dev_server
 from tests.conftest import connect
 from tests.operatorkit import as_user
 from tests.runnerkit import RunnerProcess, enqueue, statuses, wait_for

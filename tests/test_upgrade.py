@@ -18,9 +18,9 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from mailroom.embedded import project_root
-from mailroom.render import message_id
-from mailroom.sink import Sink
+from mailroom.dev.embedded import project_root
+from mailroom.send.render import message_id
+from mailroom.dev.sink import Sink
 from tests.conftest import with_database
 from tests.runnerkit import MID_DOMAIN, RunnerProcess
 

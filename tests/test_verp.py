@@ -1,4 +1,4 @@
-"""VERP addresses (runner/mailroom/verp.py) and the runner's --verp option.
+"""VERP addresses (runner/mailroom/send/verp.py) and the runner's --verp option.
 The whole path through a real MTA is tests/test_postfix_dsn.py."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from mailroom import exitcodes, verp
+from mailroom import exitcodes
+from mailroom.send import verp
 from mailroom.signing import Keyring
 
 

@@ -17,8 +17,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from mailroom import queries
-from mailroom.database import Waiting
-from mailroom.sink import Sink
+from mailroom.send.database import Waiting
+from mailroom.dev.sink import Sink
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, enqueue, settled, wait_for
 

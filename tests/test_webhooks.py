@@ -1,4 +1,4 @@
-"""Provider webhooks (runner/mailroom/feedback_app.py) on a real WSGI server
+"""Provider webhooks (runner/mailroom/web/feedback_app.py) on a real WSGI server
 on loopback, against a real database, with signatures made by this test's own
 keys and certificate: valid events are recorded once; forged, unsigned,
 stale, replayed and malformed requests are refused or change nothing."""
@@ -26,8 +26,8 @@ from cryptography.x509.oid import NameOID
 from psycopg.rows import dict_row
 from werkzeug.serving import make_server
 
-from mailroom import feedback_app
-from mailroom.render import message_id as runner_message_id
+from mailroom.web import feedback_app
+from mailroom.send.render import message_id as runner_message_id
 from tests.operatorkit import as_user
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:mailroom-ses"

@@ -136,6 +136,6 @@ class Keyring:
 
     def macs(self, payload: bytes) -> list[bytes]:
         """payload's HMAC-SHA256 under every key, the current one first: for
-        short tags that carry no key id (VERP, mailroom.verp), checked against
+        short tags that carry no key id (VERP, mailroom.send.verp), checked against
         each in turn."""
         return [hmac.digest(secret, payload, "sha256") for secret in self._keys.values()]

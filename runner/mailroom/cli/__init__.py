@@ -8,7 +8,7 @@ import sys
 import click
 
 from mailroom import __version__, exitcodes
-from mailroom.devserver import listen_options
+from mailroom.web.devserver import listen_options
 
 
 class LazyGroup(click.Group):
@@ -30,9 +30,9 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, lazy={"demo": "mailroom.demo:demo_cmd", "sink": "mailroom.runcli:sink_cmd",
-                                   "web": "mailroom.console.cli:web_cmd",
-                                   "inbound": "mailroom.inbound_server:inbound_cmd"},
+@click.group(cls=LazyGroup, lazy={"demo": "mailroom.cli.demo:demo_cmd", "sink": "mailroom.cli.run:sink_cmd",
+                                   "web": "mailroom.cli.web:web_cmd",
+                                   "inbound": "mailroom.cli.inbound:inbound_cmd"},
              context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
              epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")
@@ -50,13 +50,13 @@ def _err(message: str) -> None:
 
 
 def _cluster():
-    from mailroom.embedded import Cluster
+    from mailroom.dev.embedded import Cluster
 
     return Cluster.for_checkout()
 
 
 def _cluster_error():
-    from mailroom.embedded import ClusterError
+    from mailroom.dev.embedded import ClusterError
 
     return ClusterError
 
@@ -123,7 +123,7 @@ def db_console_login(database: str, name: str) -> None:
     nothing more) and an account with a new random password in
     .mailroom/console-users (its hash only). Development only: docs/console.md
     says how to make one in production."""
-    from mailroom.console.devlogin import create_console_login
+    from mailroom.web.console.devlogin import create_console_login
 
     cluster = _cluster()
     try:
@@ -143,10 +143,11 @@ def webhooks_cmd(dsn: str, host: str, port: int) -> None:
     server. Keys and topics come from MAILROOM_SES_TOPIC_ARNS,
     MAILROOM_SES_CERT_FILES, MAILROOM_MAILGUN_SIGNING_KEY(_FILE),
     MAILROOM_SENDGRID_PUBLIC_KEY(_FILE); production runs
-    mailroom.feedback_app under gunicorn (docs/webhooks.md)."""
+    mailroom.web.feedback_app under gunicorn (docs/webhooks.md)."""
     from werkzeug.serving import run_simple
 
-    from mailroom import feedback_app, logs
+    from mailroom.web import feedback_app
+    from mailroom import logs
 
     logs.setup()
     try:
@@ -176,7 +177,7 @@ def unsubscribe_server_cmd(dsn, signing_keys, host, port):
     reverse proxy: see docs/unsubscribe.md.
     """
     from mailroom.signing import SigningKeyError
-    from mailroom.unsubscribe_app import create_app, make_dev_server
+    from mailroom.web.unsubscribe_app import create_app, make_dev_server
 
     try:
         app = create_app(dsn, keys_file=signing_keys)
@@ -205,12 +206,12 @@ def signing_key_cmd(key_id):
 
 
 # The runner's commands live in their own module; registered here.
-from mailroom import runcli  # noqa: E402
+from mailroom.cli import run as _run  # noqa: E402
 
-runcli.register(main)
+_run.register(main)
 
 # Operator commands (status, inspect, retry, cancel, review) live in their own module.
-from mailroom import operations as _operations  # noqa: E402
+from mailroom.cli import operations as _operations  # noqa: E402
 
 _operations.register(main)
 

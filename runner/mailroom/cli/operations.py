@@ -22,6 +22,8 @@ import click
 import psycopg
 from psycopg.rows import dict_row
 
+from mailroom.formatting import human
+
 
 # --- SQL, in one place -------------------------------------------------------
 
@@ -74,7 +76,7 @@ class OperatorError(click.ClickException):
 
 
 def _default_dsn() -> str:
-    from mailroom.embedded import Cluster, ClusterError  # the test-only cluster: imported when used
+    from mailroom.dev.embedded import Cluster, ClusterError  # the test-only cluster: imported when used
 
     try:
         return Cluster.for_checkout().url()
@@ -124,33 +126,9 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=False))
 
 
-def _human(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dt.timedelta):
-        seconds = value.total_seconds()
-        if seconds < 60:
-            return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
-        minutes, secs = divmod(int(seconds), 60)
-        hours, minutes = divmod(minutes, 60)
-        days, hours = divmod(hours, 24)
-        if days:
-            return f"{days}d{hours}h"
-        if hours:
-            return f"{hours}h{minutes:02d}m"
-        return f"{minutes}m{secs:02d}s"
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    if isinstance(value, (list, tuple)):
-        return ",".join(_human(v) for v in value)
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
-
-
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], max_width: int = 60) -> str:
     """A plain aligned text table of the given (key, heading) columns."""
-    cells = [[_human(r.get(key))[:max_width] for key, _ in columns] for r in rows]
+    cells = [[human(r.get(key))[:max_width] for key, _ in columns] for r in rows]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (_, h) in enumerate(columns)]
     lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
@@ -257,10 +235,10 @@ def _runners_section(runners: list[dict[str, Any]]) -> str:
         f", {others} stopped or lost in the last day (SELECT * FROM mailroom.runner_status)" if others else "")
     if not alive:
         return head
-    rows = [{**r, "seen": f"{_human(r['seen_ago'])} ago",
+    rows = [{**r, "seen": f"{human(r['seen_ago'])} ago",
              # down for: until its last heartbeat, and since then
              "relay": "up" if r["relay_up"]
-             else f"DOWN for {_human(r['last_seen'] - r['relay_down_since'] + r['seen_ago'])}"}
+             else f"DOWN for {human(r['last_seen'] - r['relay_down_since'] + r['seen_ago'])}"}
             for r in alive]
     return head + "\n" + _table(rows, [("worker", "worker"), ("host", "host"), ("version", "version"), ("seen", "last seen"),
                                        ("in_flight", "in flight"), ("sent_per_second", "sent/s"), ("sent", "sent"),
@@ -270,7 +248,7 @@ def _runners_section(runners: list[dict[str, Any]]) -> str:
 def _runners_message_id(delivery_key: str, mail_id: int, from_address: str, message_id_domain: str | None) -> str:
     """The Message-ID runners give this mail: render's function of the delivery
     key and id, on the domain they work out from the same two settings."""
-    from mailroom.render import Renderer, message_id  # Jinja2 and MIME only for this command
+    from mailroom.send.render import Renderer, message_id  # Jinja2 and MIME only for this command
 
     try:
         domain = Renderer(from_address, message_id_domain).domain
@@ -308,7 +286,7 @@ def inspect(dsn: str | None, as_json: bool, from_address: str, message_id_domain
     for key in ("id", "delivery_key", "message_id", "status", "status_reason", "sender", "stream", "to_address", "subject", "template_key",
                 "priority", "run_at", "attempts", "max_attempts", "on_ambiguous", "worker", "leased_until",
                 "campaign_id", "schedule_id", "last_error", "created_at", "sent_at", "finished_at", "successful_sends"):
-        click.echo(f"{key + ':':<17} {_human(message.get(key))}")
+        click.echo(f"{key + ':':<17} {human(message.get(key))}")
     scopes = message.get("suppressions") or []
     click.echo(f"{'suppressed:':<17} " + ("; ".join(
         f"{s['stream'] or 'all streams'} ({s['reason']}{', stops this mail' if s['stops_this_mail'] else ''})"

@@ -142,9 +142,10 @@ def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, l
     SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them and
     release the rest, all within --grace; a second signal exits at once.
     """
-    from mailroom import dkim, metrics, signing, unsubscribe, verp
-    from mailroom.runner import FatalError, Runner, Settings, default_worker_name
-    from mailroom.transport import Transport, TransportConfigError, parse_url
+    from mailroom import metrics, signing
+    from mailroom.send import dkim, unsubscribe, verp
+    from mailroom.send.runner import FatalError, Runner, Settings, default_worker_name
+    from mailroom.send.transport import Transport, TransportConfigError, parse_url
 
     logs.setup(log_format, log_level)
     dsns = list(dsns)
@@ -241,7 +242,7 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
     stores mail and answers given codes. Runs until SIGTERM/SIGINT, then
     prints its stats as one JSON line on stdout.
     """
-    from mailroom.sink import Rule, Sink, free_port
+    from mailroom.dev.sink import Rule, Sink, free_port
 
     rules = []
     if reply:

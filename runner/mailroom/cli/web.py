@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mailroom.devserver import listen_options
+from mailroom.web.devserver import listen_options
 
 
 @click.command("web")
@@ -25,7 +25,7 @@ def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(message)s")
-    from mailroom.console.auth import hash_password as make_hash
+    from mailroom.web.console.auth import hash_password as make_hash
 
     if hash_password:
         password = click.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
@@ -33,8 +33,8 @@ def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
         return
     from werkzeug.serving import make_server
 
-    from mailroom.console import ConsoleConfigError, accounts_from_file, create_app
-    from mailroom.console.db import ConsoleDatabaseError
+    from mailroom.web.console import ConsoleConfigError, accounts_from_file, create_app
+    from mailroom.web.console.db import ConsoleDatabaseError
 
     try:
         accounts = accounts_from_file(users_file) if users_file else None

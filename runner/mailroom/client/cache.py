@@ -1,6 +1,6 @@
 """Cache-aside with stampede protection, on mailroom's UNLOGGED cache table.
 
-    from mailroom.cache import get_or_set
+    from mailroom.client.cache import get_or_set
 
     courses = get_or_set(conn, "courses:list:page=2", ttl=300,
                          loader=lambda: expensive_query(filters))

@@ -1,6 +1,6 @@
 """Rate limits for applications, on mailroom's UNLOGGED rate_limits table.
 
-    from mailroom.ratelimit import rate_limit
+    from mailroom.client.ratelimit import rate_limit
 
     d = rate_limit(conn, f"login:{ip}", limit=10, window=60, on_error="deny")
     if not d.allowed:

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mailroom.net import free_port
+
 DATABASE = "mailroom"
 SUPERUSER = "postgres"
 PG_BIN = Path(os.environ.get("MAILROOM_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -52,12 +54,6 @@ def _as_owner(cmd: list[str]) -> list[str]:
     if _running_as_root():
         return ["runuser", "-u", SUPERUSER, "--", *cmd]
     return cmd
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _port_is_free(port: int) -> bool:
@@ -272,7 +268,7 @@ class Cluster:
             port = int(port_conf.read_text().split("=")[1])
             if not _port_is_free(port):
                 port = None
-        port = port or _free_port()
+        port = port or free_port()
         port_conf.write_text(f"port = {port}\n")
         if _running_as_root():
             owner = pwd.getpwnam(SUPERUSER)

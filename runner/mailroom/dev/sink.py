@@ -17,7 +17,6 @@ import json
 import mailbox
 import os
 import re
-import socket
 import ssl
 import threading
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from mailroom.net import free_port  # noqa: F401 (tests and tools take it from here too)
 
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(.*?)\r?$", re.I | re.M)
 
@@ -59,11 +60,6 @@ class Rule:
             raise ValueError(f"reply: {spec!r} does not start with an SMTP code (200-599)")
         return cls(int(code), text or "Rule", **kw)
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class _Handler:

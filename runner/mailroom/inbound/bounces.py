@@ -49,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from email.message import Message
 
-from mailroom.verp import Verp
+from mailroom.send.verp import Verp
 
 MAX_MESSAGE_BYTES = 25 * 1024 * 1024
 MAX_REPORT_PART_BYTES = 64 * 1024

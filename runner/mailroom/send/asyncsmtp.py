@@ -8,7 +8,7 @@ with this client, which reads replies in an asyncio.Protocol and sends MAIL,
 RCPT and DATA in one write when the server offers PIPELINING (RFC 2920).
 
 It classifies exactly as `transport.SmtpConnection` does (see the module
-docstring of mailroom.transport): 2xx sent, 4xx retry, 5xx failed, any
+docstring of mailroom.send.transport): 2xx sent, 4xx retry, 5xx failed, any
 failure to connect retry, and a failure once the whole body has been handed
 to the kernel — a timeout waiting for the final reply, a lost connection —
 `ambiguous`, never `retry`: the server may have the mail. The body counts as
@@ -28,7 +28,7 @@ import socket
 import time
 import weakref
 
-from mailroom.transport import (
+from mailroom.send.transport import (
     _DOT_LINE, Outcome, TransportURL, _short, classify_reply, tls_context,
 )
 
@@ -54,7 +54,7 @@ class _Replies(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._drained: asyncio.Future | None = None
         self.paused = False
-        self.trace: list | None = None  # the session's timeline (mailroom.sendtrace), when tracing
+        self.trace: list | None = None  # the session's timeline (mailroom.send.sendtrace), when tracing
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -195,7 +195,7 @@ class AsyncSmtpConnection:
         self.extensions: dict[str, str] = {}
         self.sent_on_session = 0
         self._dog: _Watchdog | None = None
-        self.trace: list | None = None  # (event, time) of each mail, when tracing (mailroom.sendtrace)
+        self.trace: list | None = None  # (event, time) of each mail, when tracing (mailroom.send.sendtrace)
 
     # -- session ---------------------------------------------------------------------
     def _watchdog(self) -> _Watchdog:

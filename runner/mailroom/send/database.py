@@ -41,10 +41,10 @@ from psycopg.rows import dict_row
 
 from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
-from mailroom.completer import Completer
-from mailroom.heartbeat import Heartbeat, Vitals
+from mailroom.send.completer import Completer
+from mailroom.send.heartbeat import Heartbeat, Vitals
 from mailroom.logs import event
-from mailroom.render import Renderer
+from mailroom.send.render import Renderer
 
 # The wake-up handshake is never worth waiting for: a stray lock holder must
 # not stall the runner (it polls instead).

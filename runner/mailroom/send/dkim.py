@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from mailroom.logs import event
-from mailroom.render import Built, RenderError
+from mailroom.send.render import Built, RenderError
 
 # RFC 8301 section 3.2: 1024 bits is the floor verifiers accept, signers SHOULD
 # use 2048; Gmail and Yahoo ask bulk senders for 2048.

@@ -9,13 +9,13 @@ Three objects with one job each:
   for work (`Waiting`: enqueue notifies only then), claims once more and
   waits for a NOTIFY (or the poll interval, or free room). It claims and
   reclaims nothing while the completer cannot write.
-- the send pool (`mailroom.sendpool`): the SMTP connections; builds each mail
+- the send pool (`mailroom.send.sendpool`): the SMTP connections; builds each mail
   (over SMTP ahead of need, up to one per session, while the relay holds the
   sessions) and sends it. One bad mail (a template that cannot compile, a recursion, an
   encoding error, variables nested too deep for Python's json: the claim
   leaves them as text, see queries.claim_batch) fails that mail with the
   error recorded, never the runner.
-- the completer (`mailroom.completer`): buffers outcomes and releases, writes
+- the completer (`mailroom.send.completer`): buffers outcomes and releases, writes
   them in batches, keeps them until the database has them.
 
 Besides: a listener thread (LISTEN on its own autocommit connection, sets the
@@ -53,15 +53,15 @@ from dataclasses import dataclass, field, replace
 
 from mailroom import exitcodes, logs, metrics, queries
 from mailroom.backoff import Backoff
-from mailroom.completer import Report
-from mailroom.database import Database, FatalError
-from mailroom.dkim import Signing
-from mailroom.heartbeat import Vitals
+from mailroom.send.completer import Report
+from mailroom.send.database import Database, FatalError
+from mailroom.send.dkim import Signing
+from mailroom.send.heartbeat import Vitals
 from mailroom.logs import event
-from mailroom.render import Built, RenderError, read_json_columns
-from mailroom.unsubscribe import Unsubscribe
-from mailroom.sendpool import AsyncSendPool, ThreadSendPool
-from mailroom.transport import Outcome, Transport
+from mailroom.send.render import Built, RenderError, read_json_columns
+from mailroom.send.unsubscribe import Unsubscribe
+from mailroom.send.sendpool import AsyncSendPool, ThreadSendPool
+from mailroom.send.transport import Outcome, Transport
 
 _log = logging.getLogger(logs.LOGGER_NAME)
 
@@ -95,7 +95,7 @@ class Settings:
     unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
     verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
     verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
-    # Through a transaction-mode pooler (--pooled): see mailroom.database.
+    # Through a transaction-mode pooler (--pooled): see mailroom.send.database.
     pooled: bool = False
     listen_dsns: list[str] = field(default_factory=list, repr=False)  # direct sessions, one per --dsn
 

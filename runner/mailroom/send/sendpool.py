@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from mailroom import sendtrace
+from mailroom.send import sendtrace
 from mailroom.logs import event
 
 
@@ -83,7 +83,7 @@ class ThreadSendPool:
 class AsyncSendPool:
     """N SMTP sessions as coroutines on one asyncio loop in one thread: a
     slow relay costs a waiting coroutine per connection, not a thread (see
-    mailroom.asyncsmtp for the measurement behind the choice).
+    mailroom.send.asyncsmtp for the measurement behind the choice).
 
     `deliver` here is split in two, so that building the mail (CPU) and
     recording the outcome stay the runner's and only the wait is async:
@@ -237,7 +237,7 @@ class AsyncSendPool:
     async def _session(self) -> None:
         import asyncio
 
-        from mailroom.asyncsmtp import AsyncSmtpConnection
+        from mailroom.send.asyncsmtp import AsyncSmtpConnection
 
         conn = AsyncSmtpConnection(self.transport.url, self.transport.local_hostname)
         trace = None
@@ -267,7 +267,7 @@ class AsyncSendPool:
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # noqa: BLE001 - the session should not raise; be safe
-                    from mailroom.transport import Outcome
+                    from mailroom.send.transport import Outcome
 
                     conn.abort()
                     outcome = Outcome("retry", detail=f"transport: {type(e).__name__}: {e}")

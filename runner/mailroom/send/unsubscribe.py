@@ -18,7 +18,7 @@ Mail of a stream whose `unsubscribe_headers` is true (mailroom.streams) gets
 
 when the runner has an unsubscribe URL for the mail's sender (profile), and
 templates of that mail see `{{ unsubscribe_url }}` (the same URL: a GET shows
-the confirmation page). DKIM signs both headers (mailroom.dkim.SIGNED_HEADERS).
+the confirmation page). DKIM signs both headers (mailroom.send.dkim.SIGNED_HEADERS).
 A row that sets List-Unsubscribe itself keeps its own.
 """
 
@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from mailroom.render import Built
+from mailroom.send.render import Built
 from mailroom.signing import KEY_ID, Keyring, b64url_decode, b64url_encode
 
 CONTEXT = b"mailroom/unsubscribe/v1\n"

@@ -20,7 +20,7 @@ signing keys are read from the keyring file or variable (mailroom.signing),
 never from the database. Tokens carry the address, so they are not logged:
 the development server's request log shows /u/… instead.
 
-Production: `gunicorn 'mailroom.unsubscribe_app:create_app()'` behind a
+Production: `gunicorn 'mailroom.web.unsubscribe_app:create_app()'` behind a
 reverse proxy that terminates TLS (docs/unsubscribe.md); development:
 `mailroom unsubscribe-server`.
 """
@@ -36,7 +36,7 @@ import psycopg_pool
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from mailroom.signing import Keyring
-from mailroom.unsubscribe import MAX_TOKEN, ONE_CLICK, TokenError, read_token
+from mailroom.send.unsubscribe import MAX_TOKEN, ONE_CLICK, TokenError, read_token
 
 ENV_DSN = "MAILROOM_UNSUBSCRIBE_DSN"
 MAX_BODY = 8 * 1024

@@ -1,7 +1,7 @@
 """`mailroom web`: the operator console, a Flask app.
 
     create_app(dsn, accounts=...)        in code (tests, embedding)
-    gunicorn 'mailroom.console:create_app()'   configured from the environment
+    gunicorn 'mailroom.web.console:create_app()'   configured from the environment
 
 It connects as a login that holds mailroom_operator and nothing more, reads
 the operator views and functions, and writes only through the operator
@@ -25,11 +25,11 @@ import psycopg
 from flask import Flask, abort, flash, g, redirect, render_template, request, session, url_for
 
 from mailroom import exitcodes, logs
-from mailroom.console import charts
-from mailroom.console import db as sql
-from mailroom.console.auth import Accounts, CredentialsError
-from mailroom.console.db import ConsoleDatabaseError, Database
-from mailroom.operations import _human
+from mailroom.web.console import charts
+from mailroom.web.console import db as sql
+from mailroom.web.console.auth import Accounts, CredentialsError
+from mailroom.web.console.db import ConsoleDatabaseError, Database
+from mailroom.formatting import human
 
 log = logging.getLogger("mailroom.console")
 
@@ -131,7 +131,7 @@ def _configured_app(database: Database, accounts: Accounts | None, secret_key: s
         MAX_CONTENT_LENGTH=64 * 1024,
     )
     app.extensions["mailroom"] = {"db": database, "accounts": accounts, "trust_header": trust_header}
-    app.jinja_env.filters["human"] = _human
+    app.jinja_env.filters["human"] = human
     app.jinja_env.globals["csrf_token"] = _csrf_token
     _install_security(app)
     _install_views(app)

@@ -21,8 +21,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from mailroom.console.auth import hash_password
-from mailroom.devserver import DEFAULT_PORTS
+from mailroom.web.console.auth import hash_password
+from mailroom.web.devserver import DEFAULT_PORTS
 
 ROLE = "mailroom_console"
 

@@ -1,0 +1,3 @@
+from mailroom.cli import main
+
+main(prog_name="mailroom")

@@ -549,3 +549,59 @@ def test_drill_a_transaction_held_open_during_a_drain(db_url, conn):
     report("7 held transaction", mails=total, held_seconds=round(held_for, 1),
            warned_about=warned["xmin_horizon"].split(" back: ", 1)[1].split(". ", 1)[0],
            **figures)
+
+
+# 8 ---------------------------------------------------------------------------------------------
+
+def _partition(received: Counter, conn) -> Counter:
+    """The sink's copies of the mail this database sent (Message-IDs name the mail's id and key)."""
+    ids = {message_id(r["delivery_key"], r["id"], MID_DOMAIN)
+           for r in conn.execute("SELECT id, delivery_key FROM mailroom.messages")}
+    return Counter({m: n for m, n in received.items() if m in ids})
+
+
+def test_drill_a_shards_postgresql_killed_mid_drain(db_url, conn, throwaway):
+    """One runner over two databases on two PostgreSQL servers; the second
+    server crashes (pg_ctl stop -m immediate) in the middle of its drain.
+    The first database's mail all goes while the second is down, the runner
+    says which database is down, the second resumes once its server is back:
+    every mail sent, none lost, every copy the sink got twice listed."""
+    per_db = scale(600, 10_000)
+    throwaway.up(log=lambda m: None)  # its own cluster, the plan deployed by Sqitch
+    other_url = throwaway.url()
+    with connect(other_url) as b:
+        enqueue_many(b, "b", per_db, max_attempts=20)
+    enqueue_many(conn, "a", per_db, max_attempts=20)
+    label = f"127.0.0.1:{throwaway.port}/mailroom"
+    with Sink(delay=0.02) as sink, RunnerProcess(db_url, sink.url(), "--dsn", other_url, "--lease", "3",
+                                                  "--poll-interval", "0.2", "--concurrency", "4",
+                                                  "--batch", "20") as r:
+        with connect(other_url) as b:
+            wait_for(lambda: sent_count(b) >= per_db // 10, timeout=120, what="the second database sending")
+            sent_before = sent_count(b)
+        throwaway.crash()
+        wait_for(lambda: f"database={label}" in r.log() and "db.down" in r.log(), timeout=60,
+                 what="db.down for the crashed database")
+        wait_for(lambda: sent_count(conn) == per_db, timeout=scale(120, 600),
+                 what="the first database drained while the second is down")
+        assert r.proc.poll() is None, r.log()
+        throwaway.up(deploy=False, log=lambda m: None)
+        with connect(other_url) as b:
+            wait_for(lambda: sent_count(b) == per_db, timeout=scale(180, 900),
+                     what="the second database drained once back")
+        wait_for(lambda: re.search(rf"db\.up .*database={re.escape(label)}", r.log()), timeout=30,
+                 what="db.up for it")
+        assert r.stop(timeout=60) == 0, r.log()
+        received = sink.accepted_ids()
+
+    with connect(other_url) as b:
+        assert statuses(b) == {"sent": per_db}
+        received_b = _partition(received, b)
+        figures_b = judge(b, received_b)
+    received_a = _partition(received, conn)
+    assert statuses(conn) == {"sent": per_db}
+    figures_a = judge(conn, received_a)
+    assert sum(received_a.values()) + sum(received_b.values()) == sum(received.values()), \
+        "copies at the sink that neither database sent"
+    report("8 shard killed", mails=2 * per_db, sent_by_b_before_the_crash=sent_before,
+           **{f"a_{k}": v for k, v in figures_a.items()}, **{f"b_{k}": v for k, v in figures_b.items()})

@@ -24,7 +24,7 @@
 
 BEGIN;
 
-CREATE FUNCTION mailroom._throughput(
+CREATE OR REPLACE FUNCTION mailroom._throughput(
   p_window interval    DEFAULT '1 hour',
   p_bucket interval    DEFAULT '1 minute',
   p_now    timestamptz DEFAULT now()
@@ -75,7 +75,7 @@ REVOKE ALL ON FUNCTION mailroom._throughput(interval, interval, timestamptz) FRO
 COMMENT ON FUNCTION mailroom._throughput(interval, interval, timestamptz) IS
   'Owner only (tests pin the clock): mailroom.throughput over the window ending at p_now.';
 
-CREATE FUNCTION mailroom.throughput(p_window interval DEFAULT '1 hour', p_bucket interval DEFAULT '1 minute')
+CREATE OR REPLACE FUNCTION mailroom.throughput(p_window interval DEFAULT '1 hour', p_bucket interval DEFAULT '1 minute')
 RETURNS TABLE (bucket_start timestamptz, sent bigint, retried bigint, failed bigint)
 LANGUAGE sql STABLE
 SECURITY DEFINER
@@ -89,7 +89,7 @@ GRANT EXECUTE ON FUNCTION mailroom.throughput(interval, interval) TO mailroom_op
 COMMENT ON FUNCTION mailroom.throughput(interval, interval) IS
   'Operators: attempts of all senders per bucket (epoch-aligned, p_bucket long, 1 minute to 1 day) over the last p_window (at most 1440 buckets), by the time they were claimed: sent (first sends, not duplicates), retried (retry or lease expired), failed. Buckets without attempts are left out.';
 
-CREATE FUNCTION mailroom.failures_by_sender(p_window interval DEFAULT '1 day')
+CREATE OR REPLACE FUNCTION mailroom.failures_by_sender(p_window interval DEFAULT '1 day')
 RETURNS TABLE (sender text, failed bigint)
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -122,7 +122,7 @@ GRANT EXECUTE ON FUNCTION mailroom.failures_by_sender(interval) TO mailroom_oper
 COMMENT ON FUNCTION mailroom.failures_by_sender(interval) IS
   'Operators: failed attempts per sender claimed in the last p_window (at most 31 days).';
 
-CREATE FUNCTION mailroom.overdue_counts(p_after interval DEFAULT '1 minute')
+CREATE OR REPLACE FUNCTION mailroom.overdue_counts(p_after interval DEFAULT '1 minute')
 RETURNS TABLE (sender text, overdue bigint, oldest_overdue interval)
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -158,7 +158,7 @@ GRANT EXECUTE ON FUNCTION mailroom.overdue_counts(interval) TO mailroom_operator
 COMMENT ON FUNCTION mailroom.overdue_counts(interval) IS
   'Operators: per sender, queued mail due for longer than p_after (default a minute: runners should have taken it by then) and how long the oldest has waited; from the hot queue, plus campaign mail not queued yet whose campaign''s send_at is that long past (from the backlog rows'' counts).';
 
-CREATE FUNCTION mailroom.send_rate_usage()
+CREATE OR REPLACE FUNCTION mailroom.send_rate_usage()
 RETURNS TABLE (kind text, name text, max_per_second integer, max_per_minute integer,
                used_last_second integer, used_last_minute integer)
 LANGUAGE sql STABLE
@@ -209,7 +209,7 @@ GRANT EXECUTE ON FUNCTION mailroom.send_rate_usage() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.send_rate_usage() IS
   'Operators: the send-rate limits (senders, then domains: ''*'' is the default each domain without a row gets, listed again for up to 200 domains spending it now) with what claim_batch has spent of them in the last second and minute (sliding windows; NULL = nothing spent lately, or no window kept for an unlimited one).';
 
-CREATE FUNCTION mailroom.suppression_search(p_query text DEFAULT NULL, p_limit integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION mailroom.suppression_search(p_query text DEFAULT NULL, p_limit integer DEFAULT 100)
 RETURNS SETOF mailroom.suppressions
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -244,7 +244,7 @@ GRANT EXECUTE ON FUNCTION mailroom.suppression_search(text, integer) TO mailroom
 COMMENT ON FUNCTION mailroom.suppression_search(text, integer) IS
   'Operators: suppressions whose address contains p_query (case-insensitive), or whose reason or source is p_query; newest first, at most p_limit (1..1000). NULL or empty: the newest.';
 
-CREATE FUNCTION mailroom.schedule_list(p_limit integer DEFAULT 200)
+CREATE OR REPLACE FUNCTION mailroom.schedule_list(p_limit integer DEFAULT 200)
 RETURNS TABLE (schedule_key text, to_address text, time_zone text, rule text, template_key text, sender text,
                priority smallint, window_start time, window_end time, active boolean,
                next_run_at timestamptz, last_run_at timestamptz, updated_at timestamptz)
@@ -272,7 +272,7 @@ GRANT EXECUTE ON FUNCTION mailroom.schedule_list(integer) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.schedule_list(integer) IS
   'Operators: the recurring schedules, active ones first by next run, at most p_limit (1..10000); without their template variables.';
 
-CREATE FUNCTION mailroom.find_messages(p_query text, p_scan integer DEFAULT 100000)
+CREATE OR REPLACE FUNCTION mailroom.find_messages(p_query text, p_scan integer DEFAULT 100000)
 RETURNS TABLE (id bigint, delivery_key text, to_address text, sender text, campaign_id bigint,
                created_at timestamptz, matched_by text)
 LANGUAGE plpgsql STABLE
@@ -344,7 +344,7 @@ COMMENT ON FUNCTION mailroom.find_messages(text, integer) IS
 -- of contents: O(live mail)), finished = total - live, and the last
 -- minute's sends from attempts_finished_at_idx. The ETA and its note are
 -- campaign_progress's: both call mailroom._campaign_eta (pgTAP checks the two agree).
-CREATE FUNCTION mailroom.campaign_summaries(p_limit integer DEFAULT 200)
+CREATE OR REPLACE FUNCTION mailroom.campaign_summaries(p_limit integer DEFAULT 200)
 RETURNS TABLE (campaign_id bigint, name text, status text, priority smallint, send_at timestamptz,
                total bigint, finished bigint, queued bigint, paused bigint, sending bigint, review bigint,
                sent_last_minute bigint, send_rate_per_second numeric, oldest_queued_age interval, eta interval,

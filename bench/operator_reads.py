@@ -90,7 +90,7 @@ def build(conn, history: int, campaign_finished: int, old_suppressed: int) -> in
     if old_suppressed:
         fill_suppressions(conn, old_suppressed, "o", "1 day")
     fill_suppressions(conn, RECENT_SUPPRESSED, "r", "0")
-    conn.execute("ANALYZE mailroom.suppressions")
+    conn.execute("VACUUM ANALYZE mailroom.suppressions")
     vacuum_analyze(conn)
     return cid
 

@@ -22,11 +22,15 @@ BEGIN;
 
 CREATE OR REPLACE VIEW mailroom.repeated_attempts WITH (security_barrier) AS
 WITH recent AS (
-  SELECT f.message_id AS id
+  -- A mail is live (a queue row) or finished (one finishing ledger row),
+  -- never both (retry turns the finishing row back into a plain one), so
+  -- UNION ALL. The queue row brings the attempt in flight along: its
+  -- ledger row is written when the lease ends.
+  SELECT f.message_id AS id, NULL::timestamptz AS sending_since
   FROM mailroom.attempts f
   WHERE f.finished_as IS NOT NULL AND f.finished_at > now() - interval '7 days'
-  UNION
-  SELECT q.id FROM mailroom.queue q
+  UNION ALL
+  SELECT q.id, CASE WHEN q.status = 'sending' THEN q.claimed_at END FROM mailroom.queue q
 ),
 per_message AS (
   -- The local part (up to the last @) with the lower-cased domain; without
@@ -37,7 +41,8 @@ per_message AS (
          t.*
   FROM recent r
   -- Each mail's contents row by primary key (OFFSET 0: never a hash join
-  -- that reads all of contents, the whole history).
+  -- that reads all of contents, the history); first, so that a query for
+  -- one recipient probes the ledger for that recipient's mail only.
   CROSS JOIN LATERAL (SELECT c.id, c.to_address, c.to_domain, c.recipient_id
                       FROM mailroom.contents c WHERE c.id = r.id OFFSET 0) c
   -- Each mail's attempts by key (the ledger's primary key; the aggregate
@@ -54,12 +59,10 @@ per_message AS (
            max(a.claimed_at) FILTER (WHERE a.smtp_code IS NOT NULL OR a.smtp_text IS NOT NULL) AS last_smtp_at
     FROM (SELECT a.id, a.claimed_at, a.reported, a.outcome, a.duplicate, a.smtp_code, a.smtp_enhanced, a.smtp_text
           FROM mailroom.attempts a
-          WHERE a.message_id = c.id AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved', 'bounced'))
+          WHERE a.message_id = r.id AND (a.outcome IS NULL OR a.outcome NOT IN ('released', 'cancelled', 'resolved', 'bounced'))
           UNION ALL
-          -- The attempt in flight: its ledger row is written when the lease ends.
-          SELECT NULL, q.claimed_at, NULL, NULL, false, NULL, NULL, NULL
-          FROM mailroom.queue q
-          WHERE q.id = c.id AND q.status = 'sending') a
+          SELECT NULL, r.sending_since, NULL, NULL, false, NULL, NULL, NULL
+          WHERE r.sending_since IS NOT NULL) a
   ) t
   WHERE t.attempts > 0
 )

@@ -143,7 +143,7 @@ def main() -> None:
         print(f"{label:36} {small:9.1f} {large:9.1f} {ratio:6.1f}  {'PASS' if ratio <= MAX_RATIO else 'FAIL'}")
     for label, _ in READS:
         small, large = results[label]["small"], results[label]["large"]
-        target(f"{label}: large / small history <= {MAX_RATIO:g} x", f"{large / small:.2f} x"
+        target(f"{label}, large / small history <= {MAX_RATIO:g} x", f"{large / small:.2f} x"
                f" ({small:.1f} -> {large:.1f} ms)", large / small <= MAX_RATIO)
 
 

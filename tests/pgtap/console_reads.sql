@@ -1,6 +1,6 @@
 -- Tests for mailroom:console_reads
 BEGIN;
-SELECT plan(51);
+SELECT plan(53);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;  -- the v0.4 tables (split_messages)
 TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits, mailroom.domain_budgets;
@@ -199,6 +199,11 @@ SELECT results_eq(
   $$SELECT s.total FROM mailroom.campaign_summaries() s JOIN cs USING (name) WHERE name = 'cs-later'$$,
   $$SELECT count(*) FROM mailroom.contents WHERE campaign_id = (SELECT id FROM cs WHERE name = 'cs-later')$$,
   'a re-run that adds 3 recipients adds 3 to the total');
+SELECT is((SELECT count(*) FROM mailroom.integrity_problems() WHERE problem = 'campaign_mail_count_off'), 0::bigint,
+  'the counts are right');
+UPDATE mailroom.campaign_mail_counts SET mails = mails + 1 WHERE campaign_id = (SELECT id FROM cs WHERE name = 'cs-later');
+SELECT is((SELECT count(*) FROM mailroom.integrity_problems() WHERE problem = 'campaign_mail_count_off'), 1::bigint,
+  'integrity_problems reports a count gone wrong');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -225,29 +225,34 @@ def vacuum_analyze(conn) -> None:
 
 
 
-def fill_history(conn, history: int, queued: int) -> None:
+def fill_history(conn, history: int, queued: int, *, span: str = "40 days", ended: str = "0",
+                 key: str = "h", address: str = "u", recipients: int = 50000) -> None:
     """The operator benchmarks' history: `history` finished mails spread over
-    the last 40 days, plus `queued` overdue queued mails (5% on_ambiguous
-    review) of which 500 had a lease that expired an hour ago and was
-    reclaimed. Written into contents and the ledger directly (v0.4's shapes);
-    the caller vacuums and analyses."""
-    # History over the last 40 days: sent (2% after a retry, 0.1% twice), failed, cancelled;
+    the `span` (40 days) that ended `ended` ago (now), to `recipients`
+    addresses <address><n>@example.com (delivery keys <key>-<n>), plus `queued`
+    overdue queued mails (5% on_ambiguous review) of which 500 had a lease
+    that expired an hour ago and was reclaimed. Written into contents and the
+    ledger directly (v0.4's shapes); the caller vacuums and analyses. May be
+    called again with another `key` (and queued=0): older history below."""
+    # History over the span: sent (2% after a retry, 0.1% twice), failed, cancelled;
     # as v0.4 keeps it: a contents row per mail, its ledger rows, the last one finishing it.
+    first = conn.execute("SELECT coalesce(max(id), 0) FROM mailroom.contents").fetchone()[0]
+    conn.execute("DROP TABLE IF EXISTS history")
     conn.execute(
         """
         CREATE TEMP TABLE history AS
         SELECT g, s.status, CASE WHEN g %% 50 = 0 THEN 2 ELSE 1 END AS attempts, t,
                CASE WHEN g %% 3 = 0 THEN 'news' ELSE 'default' END AS sender
         FROM generate_series(1, %(n)s) g,
-             LATERAL (SELECT now() - (g::float / %(n)s) * interval '40 days' AS t) tt,
+             LATERAL (SELECT now() - %(ended)s::interval - (g::float / %(n)s) * %(span)s::interval AS t) tt,
              LATERAL (SELECT CASE WHEN g %% 100 = 0 THEN 'failed' WHEN g %% 101 = 0 THEN 'cancelled'
                                   ELSE 'sent' END AS status) s
-        """, {"n": history})
+        """, {"n": history, "span": span, "ended": ended})
     conn.execute(
         """
         INSERT INTO mailroom.contents (delivery_key, to_address, subject, body_text, sender, created_at)
-        SELECT 'h-' || g, 'u' || (g % 50000) || '@example.com', 'Hi', 'Body', sender, t FROM history
-        """)
+        SELECT %(key)s || '-' || g, %(address)s || (g %% %(r)s) || '@example.com', 'Hi', 'Body', sender, t FROM history
+        """, {"key": key, "address": address, "r": recipients})
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
@@ -260,25 +265,27 @@ def fill_history(conn, history: int, queued: int) -> None:
                CASE WHEN a < h.attempts THEN 451 WHEN h.status = 'sent' THEN 250 ELSE 550 END, false,
                CASE WHEN a = h.attempts THEN h.status END,
                CASE WHEN a = h.attempts THEN 0 ELSE nextval('mailroom.attempts_id_seq') END
-        FROM history h JOIN mailroom.contents c ON c.delivery_key = 'h-' || h.g,
+        FROM history h JOIN mailroom.contents c ON c.delivery_key = %(key)s || '-' || h.g,
              generate_series(1, h.attempts) a
         WHERE h.status <> 'cancelled'
-        """)
+        """, {"key": key})
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, finished_at, outcome, finished_as, status_reason)
         SELECT c.id, 0, h.t, 'cancelled', 'cancelled', 'cancelled'
-        FROM history h JOIN mailroom.contents c ON c.delivery_key = 'h-' || h.g
+        FROM history h JOIN mailroom.contents c ON c.delivery_key = %(key)s || '-' || h.g
         WHERE h.status = 'cancelled'
-        """)
+        """, {"key": key})
     conn.execute(
         """
         INSERT INTO mailroom.attempts (message_id, attempt, worker, lease_token, claimed_at, finished_at,
                                        reported_at, reported, outcome, duplicate, finish_key)
         SELECT a.message_id, 1, 'ghost', gen_random_uuid(), a.claimed_at, a.claimed_at + interval '9 minutes',
                a.claimed_at + interval '9 minutes', 'sent', 'stale', true, nextval('mailroom.attempts_id_seq')
-        FROM mailroom.attempts a WHERE a.finished_as = 'sent' AND a.message_id % 1000 = 7
-        """)
+        FROM mailroom.attempts a WHERE a.finished_as = 'sent' AND a.message_id %% 1000 = 7 AND a.message_id > %(first)s
+        """, {"first": first})
+    if queued == 0:
+        return
     conn.execute(
         """
         SELECT count(mailroom.enqueue('q' || g || '@example.com', 'Hi', 'Body', p_delivery_key => 'q-' || g,

@@ -44,9 +44,9 @@
 
 BEGIN;
 
-DROP FUNCTION mailroom.enqueue_campaign(text, text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz);
-DROP FUNCTION mailroom._campaign_fill(bigint, timestamptz);
-DROP FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, timestamptz);
+-- Reworked after v0.4.0 (issue 32, item 7): _campaign_fill adds the mails
+-- it wrote to mailroom.campaign_mail_counts (campaign_summaries reads its
+-- total there); the other functions are as in v0.4.0, replaced in place.
 
 -- _address_ok follows validation's hardened _check_address: octets,
 -- invisible code points, a dotted domain whose top label ends in a letter,
@@ -97,7 +97,7 @@ $$;
 COMMENT ON FUNCTION mailroom._address_ok(text) IS
   'Internal: true when the value is a plain email address by the rules of _check_address (which raises instead).';
 
-CREATE FUNCTION mailroom._campaign_open(
+CREATE OR REPLACE FUNCTION mailroom._campaign_open(
   p_name         text,
   p_template     text,
   p_priority     integer,
@@ -204,7 +204,7 @@ GRANT EXECUTE ON FUNCTION mailroom._campaign_open(text, text, integer, timestamp
 COMMENT ON FUNCTION mailroom._campaign_open(text, text, integer, timestamptz, jsonb, text, time, time, text, jsonb, integer, text, text) IS
   'Internal step 1 of enqueue_campaign: validate, create or find the campaign by name, create the staging table pg_temp.mailroom_campaign_recipients (INSERT only for the caller).';
 
-CREATE FUNCTION mailroom._campaign_fill(p_campaign bigint)
+CREATE OR REPLACE FUNCTION mailroom._campaign_fill(p_campaign bigint)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -329,6 +329,9 @@ BEGIN
   -- backlog row, so no chunk moved it): the count operators read grows by
   -- all of them, and each chunk lowers it by what it takes.
   UPDATE mailroom.campaign_backlog SET unqueued = unqueued + v_count WHERE campaign_id = v_c.id;
+  -- And the campaign's size (campaign_summaries' total), under the same row.
+  INSERT INTO mailroom.campaign_mail_counts AS m (campaign_id, mails) VALUES (v_c.id, v_count)
+  ON CONFLICT (campaign_id) DO UPDATE SET mails = m.mails + EXCLUDED.mails;
 
   IF v_count > 0 AND v_c.status = 'done' THEN
     UPDATE mailroom.campaigns SET status = 'active', finished_at = NULL, updated_at = now() WHERE id = v_c.id;
@@ -356,7 +359,7 @@ COMMENT ON FUNCTION mailroom._campaign_fill(bigint) IS
 -- SECURITY INVOKER on purpose (see the top of this file): the recipients query
 -- runs as the caller. No SET search_path either, so the query resolves names
 -- the way the caller's session does; everything here is schema-qualified.
-CREATE FUNCTION mailroom.enqueue_campaign(
+CREATE OR REPLACE FUNCTION mailroom.enqueue_campaign(
   p_name         text,
   p_template     text,
   p_recipients   text,

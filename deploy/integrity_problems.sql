@@ -13,6 +13,8 @@
 --   a backlog row belongs to an open (active or paused) campaign:
 --   backlog_of_closed_campaign; its count of mail not queued yet is right
 --   (queue_stats and campaign_summaries read it): backlog_count_off;
+--   a campaign's count of its mails in campaign_mail_counts is right
+--   (campaign_summaries' total; reworked after v0.4.0): campaign_mail_count_off;
 --   a queue row belongs to a contents row: queue_without_contents;
 --   ledger rows belong to a contents row: ledger_without_contents;
 --   queue and ledger rows hold values their writers write (the checks a
@@ -31,7 +33,7 @@
 
 BEGIN;
 
-CREATE FUNCTION mailroom.integrity_problems()
+CREATE OR REPLACE FUNCTION mailroom.integrity_problems()
 RETURNS TABLE (problem text, message_id bigint, detail text)
 LANGUAGE sql STABLE
 SECURITY DEFINER
@@ -112,6 +114,15 @@ AS $$
      OR a.smtp_code NOT BETWEEN 200 AND 599 OR a.smtp_enhanced !~ '^[245]\.[0-9]{1,3}\.[0-9]{1,3}$'
      OR length(a.smtp_text) > 1000 OR length(a.provider_id) > 255
   UNION ALL
+  SELECT 'campaign_mail_count_off', NULL::bigint,
+         format('campaign %s holds %s mail(s), but campaign_mail_counts says %s (campaign_summaries reads the count)',
+                k.id, coalesce(n.mails, 0), coalesce(m.mails::text, 'nothing'))
+  FROM mailroom.campaigns k
+  LEFT JOIN mailroom.campaign_mail_counts m ON m.campaign_id = k.id
+  LEFT JOIN (SELECT c.campaign_id, count(*) AS mails FROM mailroom.contents c
+             WHERE c.campaign_id IS NOT NULL GROUP BY c.campaign_id) n ON n.campaign_id = k.id
+  WHERE coalesce(n.mails, 0) <> coalesce(m.mails, 0)
+  UNION ALL
   SELECT 'unknown_campaign', c.id, format('campaign_id %s has no campaign', c.campaign_id)
   FROM mailroom.contents c
   WHERE c.campaign_id IS NOT NULL
@@ -127,6 +138,6 @@ ALTER FUNCTION mailroom.integrity_problems() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.integrity_problems() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.integrity_problems() TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.integrity_problems() IS
-  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, queue_campaign_differs (the queue row''s copy of the campaign is not its contents''), ledger_without_contents, queue_value_unknown and ledger_value_unknown (values no function writes: the checks a claim or a report would pay on every row), unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
+  'Broken invariants of contents, queue and ledger, one row per mail and problem (none when all is well): contents_without_state (neither live nor finished nor campaign mail not queued yet in an open campaign), backlog_of_closed_campaign (a done or cancelled campaign with a backlog row; message_id NULL), backlog_count_off (a backlog row''s count of mail not queued yet is not what its campaign has; message_id NULL), campaign_mail_count_off (campaign_mail_counts is not the number of the campaign''s mails; message_id NULL), finished_and_live (a queue row and a finishing ledger row), queue_without_contents, queue_campaign_differs (the queue row''s copy of the campaign is not its contents''), ledger_without_contents, queue_value_unknown and ledger_value_unknown (values no function writes: the checks a claim or a report would pay on every row), unknown_campaign, unknown_schedule (the checks that replace foreign keys). Reads the three tables once in one snapshot: linear in the history, a check for operators and tests, not a hot path.';
 
 COMMIT;

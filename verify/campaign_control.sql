@@ -22,6 +22,9 @@ BEGIN
   ASSERT (SELECT prosrc LIKE '%FOR UPDATE SKIP LOCKED%' FROM pg_proc
           WHERE oid = 'mailroom.finish_campaigns()'::regprocedure),
     'finish_campaigns judges backlog and live mail without locking the campaign first';
+  ASSERT (SELECT bool_and(prosrc LIKE '%WHERE q.campaign_id = p_campaign AND q.status = %') FROM pg_proc
+          WHERE oid IN ('mailroom.pause_campaign(bigint)'::regprocedure, 'mailroom.resume_campaign(bigint)'::regprocedure)),
+    'pause_campaign or resume_campaign finds the live mail through the campaign''s contents (all its history)';
 END
 $$;
 

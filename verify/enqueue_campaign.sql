@@ -27,6 +27,9 @@ BEGIN
     'enqueue_campaign leaves its operators to the caller''s search_path';
   ASSERT pg_catalog.to_regprocedure('mailroom._campaign_fill(bigint, timestamptz)') IS NULL,
     'the p_now overload of _campaign_fill is still there';
+  ASSERT (SELECT prosrc FROM pg_proc WHERE oid = 'mailroom._campaign_fill(bigint)'::regprocedure)
+           LIKE '%INSERT INTO mailroom.campaign_mail_counts%',
+    '_campaign_fill does not count the mails it wrote into campaign_mail_counts';
 END
 $$;
 

@@ -4,5 +4,6 @@ BEGIN;
 
 SELECT problem, message_id, detail FROM mailroom.integrity_problems() WHERE false;
 SELECT 1/has_function_privilege('mailroom_operator', 'mailroom.integrity_problems()', 'execute')::integer;
+SELECT 1/(prosrc LIKE '%campaign_mail_count_off%')::integer FROM pg_proc WHERE oid = 'mailroom.integrity_problems()'::regprocedure;
 
 ROLLBACK;

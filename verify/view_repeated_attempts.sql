@@ -13,6 +13,8 @@ BEGIN
   ASSERT NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
                      WHERE r.ev_class = 'mailroom.repeated_attempts'::regclass AND d.refobjid = 'mailroom.messages'::regclass),
     'repeated_attempts reads the messages read model instead of the tables';
+  ASSERT pg_get_viewdef('mailroom.repeated_attempts'::regclass) LIKE '%7 days%',
+    'repeated_attempts reads the whole history, not the live mail and the last 7 days';
 END
 $$;
 

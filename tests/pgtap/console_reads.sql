@@ -1,6 +1,6 @@
 -- Tests for mailroom:console_reads
 BEGIN;
-SELECT plan(46);
+SELECT plan(53);
 SET LOCAL client_min_messages = warning;
 TRUNCATE mailroom.queue, mailroom.contents, mailroom.attempts CASCADE;  -- the v0.4 tables (split_messages)
 TRUNCATE mailroom.suppressions, mailroom.senders, mailroom.rate_limits, mailroom.domain_budgets;
@@ -86,6 +86,22 @@ SELECT is((SELECT count(*) FROM mailroom.suppression_search(NULL)), 3::bigint, '
 SELECT is((SELECT count(*) FROM mailroom.suppression_search('', 2)), 2::bigint, 'at most p_limit');
 SELECT throws_ok($$SELECT * FROM mailroom.suppression_search('x', 0)$$, '22023',
   'mailroom: limit: must be between 1 and 1000, got 0', 'a bad limit is refused');
+-- Each way of matching reads its own index (deploy/console_reads.sql): % and _
+-- are plain characters, a row matching two ways comes once, and the newest
+-- p_limit of all matches come, newest first.
+SELECT mailroom.suppress('under_score@example.com', 'manual', 'console');
+SELECT mailroom.suppress('fifty%off@example.com', 'manual', 'console');
+SELECT mailroom.suppress('complaint-desk@example.org', 'complaint', 'fbl');
+UPDATE mailroom.suppressions SET created_at = now() - interval '1 hour' WHERE address = 'bob@example.org';
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('_')$$, $$VALUES ('under_score@example.com'::text)$$,
+  'an underscore is an underscore, not any character');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('%')$$, $$VALUES ('fifty%off@example.com'::text)$$,
+  'a percent sign is a percent sign');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('complaint')$$,
+  $$VALUES ('complaint-desk@example.org'::text), ('bob@example.org')$$,
+  'matched by its address and by its reason, a row comes once; newest first');
+SELECT results_eq($$SELECT address FROM mailroom.suppression_search('fbl', 1)$$,
+  $$VALUES ('complaint-desk@example.org'::text)$$, 'the newest p_limit of the matches');
 
 -- schedule_list
 SELECT mailroom.upsert_template('weekly', 'W', 'Hello', NULL);
@@ -174,6 +190,20 @@ SELECT results_eq($$SELECT name FROM mailroom.campaign_summaries(1)$$, $$VALUES 
   'the newest p_limit campaigns');
 SELECT throws_ok($$SELECT * FROM mailroom.campaign_summaries(0)$$, '22023',
   'mailroom: limit: must be between 1 and 1000, got 0', 'a bad limit is refused');
+-- The total is what enqueue_campaign counted (mailroom.campaign_mail_counts),
+-- a re-run adding recipients included.
+SELECT mailroom.enqueue_campaign('cs-later', 'cs-news',
+  'SELECT g AS recipient_id, ''cs-later'' || g || ''@example.org'' AS email FROM generate_series(1, 5) g',
+  p_send_at => now() + interval '1 hour');
+SELECT results_eq(
+  $$SELECT s.total FROM mailroom.campaign_summaries() s JOIN cs USING (name) WHERE name = 'cs-later'$$,
+  $$SELECT count(*) FROM mailroom.contents WHERE campaign_id = (SELECT id FROM cs WHERE name = 'cs-later')$$,
+  'a re-run that adds 3 recipients adds 3 to the total');
+SELECT is((SELECT count(*) FROM mailroom.integrity_problems() WHERE problem = 'campaign_mail_count_off'), 0::bigint,
+  'the counts are right');
+UPDATE mailroom.campaign_mail_counts SET mails = mails + 1 WHERE campaign_id = (SELECT id FROM cs WHERE name = 'cs-later');
+SELECT is((SELECT count(*) FROM mailroom.integrity_problems() WHERE problem = 'campaign_mail_count_off'), 1::bigint,
+  'integrity_problems reports a count gone wrong');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,6 +1,6 @@
 -- Tests for mailroom:view_repeated_attempts
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 SET LOCAL client_min_messages = warning;
 \ir include/core_state.psql
 
@@ -43,8 +43,21 @@ SELECT results_eq(
 SELECT results_eq($$SELECT recipient, attempts FROM mailroom.repeated_attempts WHERE recipient = 'bob@example.com'$$,
   $$VALUES ('bob@example.com'::text, 3::bigint)$$, 'one recipient, as operators ask');
 
+-- The window: live mail and mail finished in the last 7 days. Eve's mail,
+-- retried then sent 8 days ago, is history; Fay's, 6 days ago, is not.
+SELECT pg_temp.t_mail(k, p_to => a, p_at => now() - interval '9 days')
+FROM (VALUES ('eve@example.com', 'eve-1'), ('fay@example.com', 'fay-1')) AS v(a, k);
+CREATE TEMP TABLE ra_window (k text, d interval);
+INSERT INTO ra_window VALUES ('eve-1', interval '8 days'), ('fay-1', interval '6 days');
+SELECT pg_temp.t_claim(k, 'w', now() - d - interval '2 minutes') FROM ra_window;
+SELECT pg_temp.t_end(k, 'retry', now() - d - interval '1 minute', 'retry') FROM ra_window;
+SELECT pg_temp.t_claim(k, 'w', now() - d - interval '30 seconds') FROM ra_window;
+SELECT pg_temp.t_end(k, 'sent', now() - d, 'sent') FROM ra_window;
+SELECT results_eq($$SELECT recipient, attempts FROM mailroom.repeated_attempts WHERE recipient IN ('eve@example.com', 'fay@example.com')$$,
+  $$VALUES ('fay@example.com'::text, 2::bigint)$$, 'mail finished more than 7 days ago is left out');
+
 SET LOCAL ROLE mailroom_operator;
-SELECT is((SELECT count(*)::int FROM mailroom.repeated_attempts), 2, 'an operator reads it');
+SELECT is((SELECT count(*)::int FROM mailroom.repeated_attempts), 3, 'an operator reads it');
 RESET ROLE;
 SET LOCAL ROLE mailroom_app;
 SELECT throws_ok($$SELECT * FROM mailroom.repeated_attempts$$, '42501', 'permission denied for view repeated_attempts', 'apps get 42501');

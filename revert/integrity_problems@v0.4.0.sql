@@ -1,0 +1,7 @@
+-- Revert mailroom:integrity_problems from pg
+
+BEGIN;
+
+DROP FUNCTION mailroom.integrity_problems();
+
+COMMIT;

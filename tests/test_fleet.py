@@ -308,7 +308,7 @@ def test_a_partition_count_that_is_not_a_power_of_two_is_refused(fleet):
     with connect(fleet.directory) as d:
         with pytest.raises(psycopg.Error) as e:
             d.execute("ALTER SERVER mailroom_fleet OPTIONS (DROP p3)")
-        assert "invalid number of partitions" in str(e.value)
+        assert e.value.sqlstate == "42601" and "Pl/Proxy: invalid number of partitions" in str(e.value)
         assert "must be power of 2 (attempted 3)" in (e.value.diag.message_hint or "")
         with pytest.raises(psycopg.Error) as e:
             d.execute("CREATE SERVER mailroom_fleet_three FOREIGN DATA WRAPPER plproxy"
@@ -337,7 +337,7 @@ def test_a_shard_that_refuses_connections_fails_fleet_wide_calls_and_rerun_compl
             with fleet.call() as c, pytest.raises(psycopg.Error) as e:
                 c.execute(call)
             assert f"[{down}]" in str(e.value) and f"port {port} failed" in str(e.value), (call, str(e.value))
-            assert "Connection refused" in str(e.value)
+            assert "Connection refused" in str(e.value) and e.value.sqlstate == "XX000"
         # PL/Proxy connects to every shard before it sends the call, so a
         # refused connection leaves nothing half-written on the others.
         assert _suppressed_on(fleet, addr) == {up: 0, down: 0}
@@ -405,3 +405,22 @@ def test_fleet_functions_are_granted_to_the_fleet_roles_only(fleet):
     finally:
         with connect(fleet.directory) as d:
             d.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(stranger)))
+
+
+def test_the_fleet_plan_reverts_and_redeploys_beside_a_configured_server(fleet):
+    """A directory whose site already made its server: revert keeps the
+    extension (the server uses its wrapper), and a redeploy works with the
+    same map at once."""
+    target = "db:pg:" + fleet.directory.split(":", 1)[1]
+    root = Cluster.for_checkout().root
+    for step in (["revert", "-y"], ["deploy"]):
+        done = subprocess.run(["sqitch", *step, "--chdir", "fleet", "--target", target],
+                              cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        if step[0] == "revert":
+            with connect(fleet.directory) as d:
+                assert d.execute("SELECT to_regnamespace('mailroom_fleet') AS s").fetchone()["s"] is None
+                assert d.execute("SELECT count(*) AS n FROM pg_extension WHERE extname = 'plproxy'"
+                                 ).fetchone()["n"] == 1
+    with fleet.call() as c:
+        assert c.execute("SELECT shards FROM mailroom_fleet.fleet_summary()").fetchone()["shards"] == 2

@@ -402,6 +402,11 @@ def test_fleet_functions_are_granted_to_the_fleet_roles_only(fleet):
                             " WHERE p.pronamespace = 'mailroom_fleet'::regnamespace"
                             "   AND has_function_privilege('public', p.oid, 'execute')").fetchall()
         assert acl == []
+        with connect(fleet.directory) as d:
+            unpinned = d.execute("SELECT p.oid::regprocedure::text AS f FROM pg_proc p"
+                                 " WHERE p.pronamespace = 'mailroom_fleet'::regnamespace AND p.prosecdef"
+                                 "   AND NOT coalesce(p.proconfig::text LIKE '%search_path=%', false)").fetchall()
+        assert unpinned == []
     finally:
         with connect(fleet.directory) as d:
             d.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(stranger)))

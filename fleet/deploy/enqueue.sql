@@ -191,6 +191,7 @@ CREATE FUNCTION mailroom_fleet.enqueue(
 )
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON mailroom_fleet.shard_key(p_to);

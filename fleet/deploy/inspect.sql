@@ -12,6 +12,7 @@ CREATE FUNCTION mailroom_fleet.inspect(p_ref text)
 RETURNS TABLE (shard text, mail jsonb)
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON ALL;

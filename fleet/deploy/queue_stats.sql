@@ -14,6 +14,7 @@ RETURNS TABLE (shard text, kind text, sender text, status text, messages bigint,
                oldest_age interval, oldest_due_age interval, warning text, detail text)
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON ALL;
@@ -34,6 +35,7 @@ RETURNS TABLE (shard text, messages bigint, due bigint, queued bigint, sending b
                review bigint, oldest_age interval, oldest_due_age interval, warnings bigint)
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON ALL;

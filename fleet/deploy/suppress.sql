@@ -27,6 +27,7 @@ CREATE FUNCTION mailroom_fleet.suppress(
 RETURNS TABLE (shard text)
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON ALL;
@@ -43,6 +44,7 @@ CREATE FUNCTION mailroom_fleet.unsuppress(p_address text, p_stream text DEFAULT 
 RETURNS TABLE (shard text, lifted boolean)
 LANGUAGE plproxy
 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
   CLUSTER 'mailroom_fleet';
   RUN ON ALL;

@@ -14,7 +14,8 @@ PYTEST   := $(VENV)/bin/pytest
 # tests/test_postfix_dsn.py runs a private one on loopback.
 DEB_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap sqitch \
                 chromium chromium-driver \
-                libtap-parser-sourcehandler-pgtap-perl postfix pgbouncer
+                libtap-parser-sourcehandler-pgtap-perl postfix pgbouncer \
+                postgresql-15-plproxy
 
 # Sqitch and pg_prove reach the embedded cluster through libpq's variables.
 PG_ENV = PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=mailroom \

@@ -9,6 +9,7 @@ mailroom_fleet_operator and mailroom_fleet_app only."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections import Counter
@@ -429,3 +430,33 @@ def test_the_fleet_plan_reverts_and_redeploys_beside_a_configured_server(fleet):
                                  ).fetchone()["n"] == 1
     with fleet.call() as c:
         assert c.execute("SELECT shards FROM mailroom_fleet.fleet_summary()").fetchone()["shards"] == 2
+
+
+def test_mailroom_status_fleet_shows_every_shard_and_says_when_one_is_down(fleet):
+    """`mailroom status --fleet --dsn DIRECTORY`: a row per shard and the fleet's
+    total; a shard down makes it fail with exit 3 naming the cause, never a
+    table that leaves the shard out."""
+    from mailroom import exitcodes
+    from tests.operatorkit import as_user, run
+
+    a, b = fleet.names
+    with fleet.shard(a) as sa, fleet.shard(b) as sb:
+        before = {n: c.execute("SELECT count(*)::int AS n FROM mailroom.queue").fetchone()["n"]
+                  for n, c in ((a, sa), (b, sb))}
+        enqueue(sa, "status-a@example.com", subject="s", body_text="b")
+        enqueue(sb, "status-b1@example.com", subject="s", body_text="b")
+        enqueue(sb, "status-b2@example.com", subject="s", body_text="b")
+    directory = as_user(fleet.directory, fleet.caller)
+    code, out, err = run("status", "--fleet", "--dsn", directory, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    by_shard = {r["shard"]: r["messages"] for r in report["shards"]}
+    assert by_shard == {a: before[a] + 1, b: before[b] + 2}
+    assert report["fleet"]["messages"] == sum(by_shard.values())
+    code, out, _ = run("status", "--fleet", "--dsn", directory)
+    assert code == 0 and "SHARDS" in out and a in out and b in out and "all 2 shards" in out
+    with fleet.shard_down(b):
+        code, out, err = run("status", "--fleet", "--dsn", directory)
+    assert code == exitcodes.UNREACHABLE and "a shard did not answer" in err and "SHARDS" not in out, (code, out, err)
+    code, _, err = run("status", "--fleet", "--dsn", fleet.shards[0])
+    assert code == exitcodes.USAGE and "no fleet directory" in err, err

@@ -49,6 +49,10 @@ SQL_BREAKER = """
     SELECT scope, key, campaign_name, state, delivered, bounced, complained, bounce_rate, complaint_rate,
            tripped_at, reason
     FROM mailroom.breaker_status WHERE state <> 'ok' ORDER BY state DESC, scope, key"""
+# A fleet directory (fleet/, docs/fleet.md): PL/Proxy over every shard.
+SQL_FLEET_SHARDS = "SELECT * FROM mailroom_fleet.queue_summary() ORDER BY shard"
+SQL_FLEET_WARNINGS = ("SELECT shard, warning, messages, detail FROM mailroom_fleet.queue_stats()"
+                      " WHERE kind = 'warning' ORDER BY shard, warning")
 SQL_RESUME_CAMPAIGN = "SELECT mailroom.resume_campaign(%(campaign)s) AS resumed"
 SQL_RESUME_SENDER = "SELECT mailroom.resume_sender(%(sender)s) AS resumed"
 SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
@@ -148,9 +152,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @dsn_option
 @json_option
 @click.option("--window", default="1 hour", show_default=True, help="Window for the delivery metrics (a PostgreSQL interval).")
-def status(dsn: str | None, as_json: bool, window: str) -> None:
+@click.option("--fleet", is_flag=True,
+              help="--dsn is a fleet directory (docs/fleet.md): every shard's queue in a row, the fleet's total, "
+                   "every shard's warnings.")
+def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
     """Queue depth and age per sender and status, leases, review items,
     duplicates, delivery metrics, campaigns and warnings."""
+    if fleet:
+        _fleet_status(dsn, as_json)
+        return
     with _connection(dsn) as conn:
         stats = conn.execute(SQL_QUEUE_STATS).fetchall()
         metrics = conn.execute(SQL_METRICS, {"window": window}).fetchall()
@@ -224,6 +234,41 @@ def status(dsn: str | None, as_json: bool, window: str) -> None:
         for w in warnings:
             click.echo(f"! {w['warning']}: {w['detail']}")
     else:
+        click.echo("none")
+
+
+def _fleet_status(dsn: str | None, as_json: bool) -> None:
+    """One row per shard from the directory. A fleet call needs every shard:
+    one that cannot be reached fails it, and this says so (no partial table)."""
+    with _connection(dsn) as conn:
+        try:
+            shards = conn.execute(SQL_FLEET_SHARDS).fetchall()
+            warnings = conn.execute(SQL_FLEET_WARNINGS).fetchall()
+        except (psycopg.errors.UndefinedFunction, psycopg.errors.InvalidSchemaName) as e:
+            raise OperatorError("this database is no fleet directory (deploy fleet/ there: docs/fleet.md)",
+                                EXIT_BAD_INPUT) from e
+        except psycopg.Error as e:
+            if (e.diag.sqlstate or "").startswith(("08", "42")):
+                raise
+            text = (e.diag.message_primary or str(e)).strip().splitlines()[0]
+            raise OperatorError(f"a shard did not answer, so the fleet has no status: {text}",
+                                EXIT_UNREACHABLE) from e
+    keys = ("messages", "due", "queued", "sending", "paused", "review")
+    total = {"shard": f"all {len(shards)} shards", **{k: sum(r[k] for r in shards) for k in keys},
+             "oldest_age": max((r["oldest_age"] for r in shards if r["oldest_age"] is not None), default=None),
+             "oldest_due_age": max((r["oldest_due_age"] for r in shards if r["oldest_due_age"] is not None),
+                                   default=None),
+             "warnings": sum(r["warnings"] for r in shards)}
+    if as_json:
+        _emit_json({"shards": shards, "fleet": total, "warnings": warnings})
+        return
+    click.echo("SHARDS")
+    click.echo(_table(shards + [total], [("shard", "shard"), *((k, k) for k in keys), ("oldest_age", "oldest"),
+                                         ("oldest_due_age", "overdue"), ("warnings", "warnings")]))
+    click.echo("\nWARNINGS")
+    for w in warnings:
+        click.echo(f"! {w['shard']}: {w['warning']}: {w['detail']}")
+    if not warnings:
         click.echo("none")
 
 

@@ -106,6 +106,12 @@ def pgbench_rate(url: str, script: str, n: int) -> float:
     return float(m.group(1)) * PGBENCH_BATCH
 
 
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile of values, nearest rank."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
+
+
 def per_op_us(fn, n: int, rounds: int = 3) -> float:
     """Best of `rounds` runs of n calls of fn(i): microseconds per call."""
     best = float("inf")

@@ -25,15 +25,10 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-from _common import mailroom_runners, scratch_database  # noqa: E402
+from _common import mailroom_runners, pct, scratch_database  # noqa: E402
 from tests.send_rate_harness import Sink  # noqa: E402
 
 GAP = 0.020
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
 def main() -> int:

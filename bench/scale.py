@@ -35,8 +35,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-from _common import (bench_parser, live_count, load_queued, scratch_database, sent_stats,  # noqa: E402
-                     target)
+from _common import (bench_parser, live_count, load_queued, pct, scratch_database,  # noqa: E402
+                     sent_stats, target)
 from tests.pgbouncerkit import PgBouncer  # noqa: E402
 from tests.runnerkit import RunnerProcess  # noqa: E402
 
@@ -125,11 +125,6 @@ def _pickup(url: str, dsn_args: list[str], n: int, *extra: str) -> list[float]:
     return [(claimed[k] - t) * 1000 for k, t in committed.items() if k in claimed]
 
 
-def _pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
 def main() -> int:
     args = bench_parser(__doc__).parse_args()
     n = 20_000 if args.quick else 100_000
@@ -187,7 +182,7 @@ def main() -> int:
         print(f"{label:52} {' '.join(f'{x:8.0f}' for x in rates)}")
     print(f"{'pickup, commit -> claim':34} {'p50 ms':>8} {'p99 ms':>8} {'mails':>6}")
     for label, v in pick.items():
-        print(f"{label:34} {statistics.median(v):8.1f} {_pct(v, 99):8.1f} {len(v):6}")
+        print(f"{label:34} {statistics.median(v):8.1f} {pct(v, 99):8.1f} {len(v):6}")
     target("4 databases x N/4 / 1 database x N, aggregate drain >= 0.9", f"{ratio_db:.2f}", ratio_db >= 0.9)
     target("drain through PgBouncer transaction mode / direct >= 0.8", f"{ratio_pg:.2f}", ratio_pg >= 0.8)
     return 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from urllib.parse import urlsplit, urlunsplit
 
 from click.testing import CliRunner
@@ -27,3 +31,21 @@ def as_user(url: str, user: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.split("@", 1)[-1]
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+def start_web(dsn: str, users_file, *address: str) -> tuple[subprocess.Popen, int]:
+    """`mailroom web` in a subprocess (no MAILROOM_* from this environment),
+    listening where `address` says (e.g. "--port", "0"); returns it and the
+    port it printed. The caller terminates it and closes its stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
+    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "web", "--dsn", dsn, "--users-file",
+                             str(users_file), *address], env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    said, found = [], None
+    while not found and len(said) < 10:  # after a warning or two (no session key given, say)
+        said.append(proc.stderr.readline())
+        found = re.search(r"console on http://127\.0\.0\.1:(\d+)/", said[-1])
+    if not found:
+        proc.terminate()
+        raise AssertionError(f"mailroom web did not start: {said}")
+    return proc, int(found.group(1))

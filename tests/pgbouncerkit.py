@@ -19,13 +19,10 @@ from pathlib import Path
 
 import psycopg
 
+from mailroom.net import free_port
+
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PgBouncer:
@@ -36,7 +33,7 @@ class PgBouncer:
         info = psycopg.conninfo.conninfo_to_dict(server_url)
         self.server_host, self.server_port = info.get("host") or "127.0.0.1", int(info.get("port") or 5432)
         self.pool_mode, self.pool_size, self.users = pool_mode, pool_size, users
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
         self.proc: subprocess.Popen | None = None
 

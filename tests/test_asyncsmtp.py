@@ -14,7 +14,8 @@ import pytest
 from mailroom.send import sendpool
 from mailroom.send.asyncsmtp import AsyncSmtpConnection
 from mailroom.send.render import Renderer
-from mailroom.dev.sink import Rule, Sink, free_port
+from mailroom.dev.sink import Rule, Sink
+from mailroom.net import free_port
 from mailroom.send.transport import parse_url
 from tests.runnerkit import self_signed_cert
 

@@ -6,17 +6,15 @@ nothing more) and an account whose password signs in, proven by starting
 from __future__ import annotations
 
 import http.client
-import os
 import re
 import stat
-import subprocess
-import sys
 import urllib.parse
 import uuid
 
 import pytest
 
 from mailroom.web.console.devlogin import create_console_login
+from tests.operatorkit import start_web
 
 
 @pytest.fixture
@@ -24,21 +22,6 @@ def role(conn):
     name = f"t_console_login_{uuid.uuid4().hex[:8]}"
     yield name
     conn.execute(f'DROP ROLE IF EXISTS "{name}"')
-
-
-def _start_web(dsn: str, users_file) -> tuple[subprocess.Popen, int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
-    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "web", "--dsn", dsn, "--users-file",
-                             str(users_file), "--port", "0"], env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    said, found = [], None
-    while not found and len(said) < 10:
-        said.append(proc.stderr.readline())
-        found = re.search(r"console on http://127\.0\.0\.1:(\d+)/", said[-1])
-    if not found:
-        proc.terminate()
-        raise AssertionError(f"mailroom web did not start: {said}")
-    return proc, int(found.group(1))
 
 
 def _sign_in(port: int, name: str, password: str) -> tuple[int, str]:
@@ -67,7 +50,7 @@ def test_the_printed_login_signs_in_to_the_console(db_url, conn, role, tmp_path)
     assert login.dsn.startswith(f"postgresql://{role}@") and login.password not in login.users_file.read_text()
     assert stat.S_IMODE(login.users_file.stat().st_mode) == 0o600
     assert f"--dsn {login.dsn} --users-file {login.users_file}" in login.instructions()
-    proc, port = _start_web(login.dsn, login.users_file)  # it refuses a login that is more than an operator
+    proc, port = start_web(login.dsn, login.users_file, "--port", "0")  # it refuses a login that is more than an operator
     try:
         assert _sign_in(port, "newcomer", "not-the-password")[0] == 401
         assert _sign_in(port, "newcomer", login.password) == (302, 200)

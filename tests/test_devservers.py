@@ -7,10 +7,6 @@ hidden from --help."""
 from __future__ import annotations
 
 import http.client
-import os
-import re
-import subprocess
-import sys
 import uuid
 
 import click
@@ -20,7 +16,7 @@ from mailroom.cli import main
 from mailroom.web.console.auth import hash_password
 from mailroom.web.devserver import listen_options
 from tests.conftest import connect
-from tests.operatorkit import as_user, run
+from tests.operatorkit import as_user, run, start_web
 
 SERVERS = ("web", "webhooks", "unsubscribe-server")
 
@@ -87,17 +83,8 @@ def test_the_console_listens_where_its_old_spelling_says(logins, tmp_path):
     only, to stay quick; the other two take theirs the same way."""
     users = tmp_path / "users"
     users.write_text(f"ann:{hash_password('pw')}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
-    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "web", "--dsn", logins("mailroom_operator"),
-                             "--users-file", str(users), "--bind", "127.0.0.1:0"],
-                            env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc, port = start_web(logins("mailroom_operator"), users, "--bind", "127.0.0.1:0")
     try:
-        said, found = [], None
-        while not found and len(said) < 5:  # after a warning or two (no session key given, say)
-            said.append(proc.stderr.readline())
-            found = re.search(r"console on http://127\.0\.0\.1:(\d+)/", said[-1])
-        assert found, said
-        port = int(found.group(1))
         assert port not in (0, 8025), "it took the port it was given (0: any free one)"
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         conn.request("GET", "/login")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from mailroom import __version__, exitcodes
 from mailroom.cli import main
-from mailroom.dev.sink import free_port
+from mailroom.net import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,7 +36,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from mailroom.send.render import message_id
-from mailroom.dev.sink import Rule, Sink, free_port
+from mailroom.dev.sink import Rule, Sink
+from mailroom.net import free_port
 from tests.conftest import connect
 from tests.operatorkit import run as cli
 from tests.runnerkit import MID_DOMAIN, RunnerProcess, enqueue, enqueue_many, statuses, wait_for

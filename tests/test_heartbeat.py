@@ -15,7 +15,8 @@ from importlib.metadata import version
 import pytest
 
 from mailroom.send.heartbeat import safe_relay_error
-from mailroom.dev.sink import Rule, Sink, free_port
+from mailroom.dev.sink import Rule, Sink
+from mailroom.net import free_port
 from tests.operatorkit import run as mailroom
 from tests.runnerkit import RunnerProcess, enqueue_many, settled, wait_for
 

@@ -20,7 +20,7 @@ from aiosmtpd.controller import Controller
 from mailroom.send import verp
 from mailroom.inbound.server import Inbound
 from mailroom.signing import Keyring
-from mailroom.dev.sink import free_port
+from mailroom.net import free_port
 
 from .postfixkit import PrivatePostfix
 from .runnerkit import FROM, RunnerProcess, parse, wait_for

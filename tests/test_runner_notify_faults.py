@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 import urllib.request
 
-from mailroom.dev.sink import Sink, free_port
+from mailroom.dev.sink import Sink
+from mailroom.net import free_port
 from tests.conftest import connect
 from tests.runnerkit import RunnerProcess, enqueue, settled, statuses, wait_for
 

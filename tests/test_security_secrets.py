@@ -21,7 +21,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 from aiosmtpd.smtp import AuthResult
 
-from mailroom.dev.sink import Sink, free_port
+from mailroom.dev.sink import Sink
+from mailroom.net import free_port
 from tests.runnerkit import RunnerProcess, enqueue, self_signed_cert, settled, wait_for
 
 USER = "mailer"

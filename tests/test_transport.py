@@ -12,7 +12,8 @@ import time
 import pytest
 
 from mailroom.send.render import Renderer
-from mailroom.dev.sink import Rule, Sink, free_port
+from mailroom.dev.sink import Rule, Sink
+from mailroom.net import free_port
 from mailroom.send.transport import Transport, TransportConfigError, classify_reply, parse_url, redact_url
 
 ROW = {"id": 1, "delivery_key": "k-1", "to_address": "to@example.com", "subject": "s", "body_text": "b"}

@@ -242,7 +242,8 @@ def sink_cmd(host, port, store, stats_file, reply, reply_stage, reply_rcpt, repl
     stores mail and answers given codes. Runs until SIGTERM/SIGINT, then
     prints its stats as one JSON line on stdout.
     """
-    from mailroom.dev.sink import Rule, Sink, free_port
+    from mailroom.dev.sink import Rule, Sink
+    from mailroom.net import free_port
 
     rules = []
     if reply:

@@ -27,7 +27,7 @@ from pathlib import Path
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from mailroom.net import free_port  # noqa: F401 (tests and tools take it from here too)
+from mailroom.net import free_port
 
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(.*?)\r?$", re.I | re.M)
 

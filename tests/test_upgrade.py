@@ -56,21 +56,26 @@ def empty_db(server_url):
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-@pytest.fixture
-def release_runner(tmp_path: Path) -> Path:
+def released_runner(release: str, into: Path) -> Path:
     """The runner package exactly as released, to run against the new schema."""
     # The release is the commit that added its tag to the plan (git tags do not
     # always travel with a clone; the plan's history does).
-    released = subprocess.run(["git", "log", "-S", f"@{RELEASE} ", "--format=%H", "--reverse", "--", "sqitch.plan"],
+    released = subprocess.run(["git", "log", "-S", f"@{release} ", "--format=%H", "--reverse", "--", "sqitch.plan"],
                               cwd=project_root(), capture_output=True, text=True).stdout.split()
     if not released:
-        pytest.fail(f"no commit adds @{RELEASE} to sqitch.plan (a shallow clone?)")
+        pytest.fail(f"no commit adds @{release} to sqitch.plan (a shallow clone?)")
     archive = subprocess.run(["git", "archive", "--format=tar", released[0], "runner/mailroom"],
                              cwd=project_root(), capture_output=True)
     if archive.returncode != 0:
-        pytest.fail(f"git archive of the {RELEASE} commit failed: {archive.stderr.decode()}")
-    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
-    return tmp_path / "runner"
+        pytest.fail(f"git archive of the {release} commit failed: {archive.stderr.decode()}")
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "runner"
+
+
+@pytest.fixture
+def release_runner(tmp_path: Path) -> Path:
+    return released_runner(RELEASE, tmp_path)
 
 
 def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner):

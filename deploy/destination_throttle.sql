@@ -204,7 +204,7 @@ CREATE FUNCTION mailroom._learn_destination_rates(p_results jsonb, p_now timesta
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_throttled boolean := EXISTS (SELECT FROM mailroom.destination_throttles t WHERE t.in_effect);
@@ -295,7 +295,7 @@ CREATE FUNCTION mailroom.set_destination_group(p_pattern text, p_group text)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_pattern text := lower(p_pattern);
@@ -331,7 +331,7 @@ RETURNS TABLE (group_name text, in_effect boolean, rate_per_minute numeric, ceil
                last_deferral text, deferrals bigint, sent bigint)
 LANGUAGE sql STABLE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   SELECT t.group_name, t.in_effect, round(t.rate_per_minute, 1), t.ceiling_per_minute, t.lowered_since, t.changed_at,
          t.last_deferral_at, t.last_deferral, t.deferrals, t.sent
@@ -340,7 +340,8 @@ AS $$
 $$;
 ALTER FUNCTION mailroom.destination_rates() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.destination_rates() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.destination_rates() TO mailroom_operator;
+-- Runners too: they export it as metrics (mailroom/metrics.py).
+GRANT EXECUTE ON FUNCTION mailroom.destination_rates() TO mailroom_operator, mailroom_runner;
 COMMENT ON FUNCTION mailroom.destination_rates() IS
   'The adaptive throttle per destination group: whether it is in effect, the learned rate and its ceiling (mails per minute), since when it is lowered, its last change, the last rate-limit deferral (why) and counts.';
 

@@ -60,7 +60,7 @@ CREATE FUNCTION mailroom.warmup_default_ramp()
 RETURNS integer[]
 LANGUAGE sql IMMUTABLE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$ SELECT ARRAY[50, 100, 500, 1000, 5000, 10000, 20000, 40000, 70000, 100000] $$;
 ALTER FUNCTION mailroom.warmup_default_ramp() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.warmup_default_ramp() FROM PUBLIC;
@@ -87,7 +87,7 @@ CREATE FUNCTION mailroom.set_sender_warmup(p_sender text, p_ramp integer[] DEFAU
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_today date := (now() AT TIME ZONE 'UTC')::date;
@@ -124,7 +124,7 @@ CREATE FUNCTION mailroom.clear_sender_warmup(p_sender text)
 RETURNS boolean
 LANGUAGE sql
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   WITH gone AS (DELETE FROM mailroom.sender_warmups w WHERE w.sender = p_sender RETURNING 1)
   SELECT EXISTS (SELECT FROM gone)
@@ -139,7 +139,7 @@ RETURNS TABLE (sender text, started_on date, day integer, days integer, budget i
                remaining integer, broadcast_remaining integer, done boolean)
 LANGUAGE sql STABLE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   SELECT w.sender, w.started_on, d.day, cardinality(w.ramp), d.budget, d.used,
          greatest(0, d.budget - d.used),
@@ -151,7 +151,8 @@ AS $$
 $$;
 ALTER FUNCTION mailroom.sender_warmup_status() OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.sender_warmup_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mailroom.sender_warmup_status() TO mailroom_operator;
+-- Runners too: they export it as metrics (mailroom/metrics.py).
+GRANT EXECUTE ON FUNCTION mailroom.sender_warmup_status() TO mailroom_operator, mailroom_runner;
 COMMENT ON FUNCTION mailroom.sender_warmup_status() IS
   'Each sender''s warm-up: its day (1 on the start date) of days, today''s budget, used and remaining, what broadcast mail may still use (above the transactional reserve), done once past the ramp.';
 

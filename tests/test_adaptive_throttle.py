@@ -8,14 +8,18 @@ processes against a sink that answers 421 4.7.28 above N mails a second."""
 from __future__ import annotations
 
 import json
-import time
+import uuid
 from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
+from mailroom import metrics, queries
 from mailroom.dev.sink import Sink
+from mailroom.web.console import create_app
+from mailroom.web.console.db import Database
 from tests.conftest import connect
+from tests.operatorkit import as_user, run
 from tests.runnerkit import RunnerProcess, wait_for
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
@@ -213,3 +217,51 @@ def test_runners_learn_a_rate_under_a_deferring_sinks_limit_and_recover_after_it
     assert all(rate <= ceiling for rate, ceiling in ceilings_seen)
     # It converged under the sink's limit (4 a second = 240 a minute) on the way.
     assert min(rate for rate, _ in ceilings_seen) < 240
+
+
+@pytest.fixture
+def operator_login(conn, db_url):
+    name = f"t_deliverability_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE mailroom_operator')
+    yield as_user(db_url, name)
+    conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def test_status_console_and_metrics_show_the_learned_rate_and_the_warmup(conn, db_url, operator_login):
+    _enqueue(conn, "gmail.com", 5)
+    _report(conn, _claim(conn, 1, T0), T0, deferred=1)
+    conn.execute("SELECT mailroom.set_sender_warmup('fresh', ARRAY[40, 80])")
+
+    code, out, _ = run("status", "--dsn", operator_login, "--json")
+    assert code == 0
+    report = json.loads(out)
+    google = next(t for t in report["throttles"] if t["group_name"] == "google")
+    assert google["in_effect"] is True and google["last_deferral"].startswith("421 4.7.28")
+    assert google["lowered_since"].startswith("2026-12-07T12:00:00")
+    fresh = next(w for w in report["warmups"] if w["sender"] == "fresh")
+    assert (fresh["day"], fresh["budget"], fresh["remaining"]) == (1, 40, 40)
+    code, out, _ = run("status", "--dsn", operator_login)
+    assert code == 0
+    throttle = out.split("THROTTLE", 1)[1].split("WARM-UP", 1)[0]
+    assert "google" in throttle and "3000.0/min" in throttle and "4.7.28" in throttle
+    assert "fresh" in out.split("WARM-UP", 1)[1] and "1 of 2" in out.split("WARM-UP", 1)[1]
+
+    db = Database(operator_login)
+    db.open()
+    try:
+        app = create_app(database=db, trust_header="X-Remote-User")
+        page = app.test_client().get("/rates", headers={"X-Remote-User": "ann"})
+        assert page.status_code == 200
+        html = page.get_data(as_text=True)
+        assert "google" in html and "4.7.28" in html and "1 of 2" in html
+    finally:
+        db.close()
+
+    # The runner's metrics: what its heartbeat reads (as mailroom_runner).
+    with connect(db_url) as runner_conn:
+        runner_conn.execute("SET ROLE mailroom_runner")
+        metrics.export_deliverability(*queries.deliverability(runner_conn))
+    assert metrics.DESTINATION_THROTTLED.labels("google")._value.get() == 1
+    assert metrics.DESTINATION_RATE.labels("google")._value.get() == 3000
+    assert metrics.DESTINATION_LOWERED_SINCE.labels("google")._value.get() == T0.timestamp()
+    assert metrics.WARMUP_REMAINING.labels("fresh")._value.get() == 40

@@ -13,7 +13,8 @@
 --   * a rate-limit deferral lowers the group's rate to rate x
 --     throttle_decrease_factor (0.5), at most once per throttle_interval
 --     (1 minute): the mail in flight when the first deferral came back is
---     deferred too, and one burst of them must count once;
+--     deferred too, and one burst of them must count once. A deferral right
+--     after an increase lowers it at once (that step crossed the limit);
 --   * a throttle_interval with sends to the group and no deferral raises it
 --     by throttle_increase_step (60 mails per minute, i.e. 1 mail/s);
 --   * it never rises above its ceiling: the group's own domain_limits row
@@ -272,7 +273,10 @@ BEGIN
                        -- group out of effect starts again from its ceiling).
                        WHEN EXCLUDED.deferrals > 0 AND NOT d.in_effect
                          THEN greatest(1, EXCLUDED.ceiling_per_minute * v_factor)
-                       WHEN EXCLUDED.deferrals > 0 AND p_now - d.changed_at >= v_interval
+                       -- (Also at once when the last change was an increase:
+                       -- the step that crossed the receiver's limit is taken back.)
+                       WHEN EXCLUDED.deferrals > 0
+                            AND (p_now - d.changed_at >= v_interval OR d.changed_at > d.last_deferral_at)
                          THEN greatest(1, least(d.rate_per_minute, EXCLUDED.ceiling_per_minute) * v_factor)
                        WHEN EXCLUDED.deferrals > 0 THEN least(d.rate_per_minute, EXCLUDED.ceiling_per_minute)
                        -- Additive increase after a clean interval with sends.

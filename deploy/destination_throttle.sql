@@ -16,7 +16,7 @@
 --     deferred too, and one burst of them must count once. A deferral right
 --     after an increase lowers it at once (that step crossed the limit);
 --   * a throttle_interval with sends to the group and no deferral raises it
---     by throttle_increase_step (60 mails per minute, i.e. 1 mail/s);
+--     by throttle_increase_step (30 mails per minute, i.e. 0.5 mail/s);
 --   * it never rises above its ceiling: the group's own domain_limits row
 --     (a group named after a domain), else the default '*' row, else
 --     throttle_ceiling (6,000 per minute); once it reaches the ceiling the
@@ -46,7 +46,7 @@ INSERT INTO mailroom.settings (key, value, description) VALUES
    'Adaptive throttle: a rate-limit deferral multiplies the destination group''s learned rate by this (at most once per throttle_interval).'),
   ('throttle_interval', '1 minute',
    'Adaptive throttle: the least time between two decreases of a group''s rate, and the clean time (sends, no deferral) that earns one increase.'),
-  ('throttle_increase_step', '60',
+  ('throttle_increase_step', '30',
    'Adaptive throttle: mails per minute a clean throttle_interval adds to a group''s learned rate.'),
   ('throttle_ceiling', '6000',
    'Adaptive throttle: the highest learned rate (mails per minute) of a group the domain limits leave unlimited; a group''s own domain_limits row or the default ''*'' row caps it lower.')

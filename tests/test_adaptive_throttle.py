@@ -62,6 +62,7 @@ def _rate(conn, group: str) -> dict | None:
 
 def test_deferrals_lower_the_rate_once_per_interval_and_clean_sends_raise_it_to_the_ceiling(conn):
     conn.execute("SELECT mailroom.set_setting('throttle_ceiling', '600')")
+    conn.execute("SELECT mailroom.set_setting('throttle_increase_step', '60')")
     _enqueue(conn, "gmail.com", 400)
     rows = _claim(conn, 20, T0)
     _report(conn, rows, T0, deferred=5)

@@ -200,6 +200,10 @@ def test_runners_learn_a_rate_under_a_deferring_sinks_limit_and_recover_after_it
             lowered = watch()
             assert lowered["rate_per_minute"] < lowered["ceiling_per_minute"]
             assert lowered["last_deferral"].startswith("421 4.7.28")
+            # It converges under the sink's limit (4 a second = 240 a
+            # minute): while it is above, the sink keeps deferring and each
+            # interval halves it.
+            wait_for(lambda: float(watch()["rate_per_minute"]) < 240, timeout=60, what="a rate under 4/s")
             # The deferral share falls: of the sink's answers after the rate
             # was learned, most are acceptances.
             wait_for(lambda: sink.stats()["received"] >= 120, timeout=120, what="120 mails accepted")
@@ -216,8 +220,6 @@ def test_runners_learn_a_rate_under_a_deferring_sinks_limit_and_recover_after_it
             runner.stop()
             runner.close()
     assert all(rate <= ceiling for rate, ceiling in ceilings_seen)
-    # It converged under the sink's limit (4 a second = 240 a minute) on the way.
-    assert min(rate for rate, _ in ceilings_seen) < 240
 
 
 @pytest.fixture

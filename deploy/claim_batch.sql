@@ -70,6 +70,21 @@
 -- whose candidates were held back by a spent domain looks again (at most
 -- three rounds) leaving those domains out, so other mail still fills it.
 --
+-- v0.4.1: learned rates and warm-up (issue 30, items 1 and 2). While a
+-- destination group is throttled (mailroom.destination_throttles, learned
+-- by mark_outcomes), every candidate whose domain is in it is budgeted under
+-- the group's key 'group:<name>' at the lower of the learned rate and its
+-- domain's own limits (_throttle_for): one budget for gmail.com,
+-- googlemail.com and every Workspace domain the group holds. A sender on a
+-- warm-up schedule (mailroom.sender_warmups) is granted no more than what
+-- is left of its day's budget: its row is locked with the senders'
+-- budgets, transactional mail is granted first, broadcast mail only while
+-- more than the transactional reserve is left (what the reserve holds back
+-- is re-timed warmup_hold ahead, so that it leaves the head of the queue),
+-- and what was claimed is counted before commit. Neither costs a claim
+-- anything while nothing is throttled and no sender warms up (two looks
+-- at small tables with the settings).
+--
 -- No p_now on what runners execute (hole 4): claim_batch uses now(); the
 -- owner-only _claim_batch takes p_now for tests. Kept from v0.3: a claim is
 -- stamped no earlier than the row's last change, so the ledger never shows
@@ -375,6 +390,14 @@ DECLARE
   v_dom_blocked text[] := '{}';
   v_paused_senders text[];               -- senders the circuit breaker paused (issue 16)
   v_backlog     boolean;                 -- an active campaign's backlog is due (top it up)
+  v_throttled   boolean;                 -- a destination group's learned rate is in effect
+  v_warm_names  text[];                  -- senders warming up (in name order), what is left of
+  v_warm_left   integer[];               -- their day's budget, and what broadcast mail may use
+  v_warm_bulk   integer[];
+  v_today       date := (p_now AT TIME ZONE 'UTC')::date;
+  v_cbulk       boolean[];               -- candidate is broadcast mail (warm-up only)
+  v_held        bigint[] := '{}';        -- broadcast candidates the warm-up's reserve holds back
+  v_bulk_held   text[] := '{}';          -- senders whose broadcast mail the reserve holds back
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'mailroom: transaction_isolation: claim_batch runs only under READ COMMITTED, not %',
@@ -406,9 +429,15 @@ BEGIN
          ARRAY(SELECT sp.sender FROM mailroom.sender_pauses sp),
          -- (What _campaign_top_up walks, read once here.)
          EXISTS (SELECT FROM mailroom.campaign_backlog b JOIN mailroom.campaigns k ON k.id = b.campaign_id
-                 WHERE k.status = 'active' AND b.not_before <= p_now)
+                 WHERE k.status = 'active' AND b.not_before <= p_now),
+         EXISTS (SELECT FROM mailroom.destination_throttles th WHERE th.in_effect),
+         -- Senders whose warm-up is not over (a day of the ramp today).
+         ARRAY(SELECT w.sender FROM mailroom.sender_warmups w
+               WHERE (p_sender IS NULL OR w.sender = p_sender) AND w.started_on <= v_today
+                 AND cardinality(w.ramp) > v_today - w.started_on
+               ORDER BY w.sender)
     INTO v_def_second, v_def_minute, v_dom_limited, v_dom_own, v_snd_names, v_snd_lim_s, v_snd_lim_m,
-         v_paused_senders, v_backlog
+         v_paused_senders, v_backlog, v_throttled, v_warm_names
   FROM (SELECT) AS one
   LEFT JOIN mailroom.domain_limits dflt ON dflt.domain = '*'
   CROSS JOIN LATERAL (
@@ -418,7 +447,8 @@ BEGIN
     FROM mailroom.senders s
     WHERE (p_sender IS NULL OR s.name = p_sender) AND (s.max_per_second IS NOT NULL OR s.max_per_minute IS NOT NULL)
   ) AS snd;
-  v_limited := v_dom_limited OR cardinality(v_snd_names) > 0;
+  v_dom_limited := v_dom_limited OR v_throttled;
+  v_limited := v_dom_limited OR cardinality(v_snd_names) > 0 OR cardinality(v_warm_names) > 0;
 
   -- Campaign mail is queued a chunk at a time (deploy/campaign_chunks.sql):
   -- queue the next chunk of a campaign running low before picking, so the
@@ -451,6 +481,27 @@ BEGIN
           EXIT WHEN v_want = 0;  -- at its limit: nothing to scan
         END IF;
       END IF;
+      -- 1b. Warm-up: lock the warming senders' rows (after the senders'
+      --     budgets, in name order) and see what is left of each one's day.
+      --     A sender with nothing left is not scanned.
+      IF cardinality(v_warm_names) > 0 THEN
+        SELECT coalesce(array_agg(w.sender ORDER BY w.sender), '{}'), coalesce(array_agg(w.left_today ORDER BY w.sender), '{}'),
+               coalesce(array_agg(w.bulk_today ORDER BY w.sender), '{}')
+          INTO v_warm_names, v_warm_left, v_warm_bulk
+        FROM (SELECT w.sender, greatest(0, d.budget - d.used) AS left_today,
+                     greatest(0, d.budget - d.used
+                                 - ceil(d.budget * mailroom._setting('warmup_transactional_reserve')::numeric)::integer) AS bulk_today
+              FROM (SELECT w.* FROM mailroom.sender_warmups w WHERE w.sender = ANY (v_warm_names)
+                    ORDER BY w.sender FOR UPDATE) AS w
+              CROSS JOIN LATERAL mailroom._warmup_day(w.started_on, w.ramp, w.used_on, w.used, v_today) AS d
+              WHERE d.budget IS NOT NULL) AS w;
+        SELECT v_snd_blocked || coalesce(array_agg(u.name), '{}') INTO v_snd_blocked
+        FROM unnest(v_warm_names, v_warm_left) AS u(name, left_today) WHERE u.left_today = 0 AND u.name <> ALL (v_snd_blocked);
+        IF p_sender IS NOT NULL THEN
+          v_want := least(v_want, coalesce(v_warm_left[1], v_want));
+          EXIT WHEN v_want = 0;  -- its day's budget is spent
+        END IF;
+      END IF;
       -- Each candidate's domain costs a budget lookup: look at as many as
       -- are wanted; a round that budgets held back is followed by another
       -- that leaves those domains out.
@@ -467,12 +518,17 @@ BEGIN
              coalesce(array_agg(c.lim_s), '{}'), coalesce(array_agg(c.lim_m), '{}'),
              coalesce(array_agg(v_snd_caps[c.si]), '{}'),
              coalesce(array_agg(v_snd_row_s[c.si]), '{}'), coalesce(array_agg(v_snd_row_m[c.si]), '{}'),
-             count(*) FILTER (WHERE c.lim_s IS NOT NULL OR c.lim_m IS NOT NULL)
-        INTO v_cid, v_crow, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m, v_climited
+             count(*) FILTER (WHERE c.lim_s IS NOT NULL OR c.lim_m IS NOT NULL),
+             coalesce(array_agg(c.bulk), '{}')
+        INTO v_cid, v_crow, v_cdom, v_csnd, v_cdlim_s, v_cdlim_m, v_cscap, v_csrow_s, v_csrow_m, v_climited, v_cbulk
       FROM (
-        SELECT c.id, c.row, c.sender, c.si, t.to_domain,
-               CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END AS lim_s,
-               CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END AS lim_m
+        -- A throttled group's domains share its budget key, at the lower
+        -- of the learned rate and the domain's own limits (least skips NULL).
+        SELECT c.id, c.row, c.sender, c.si, coalesce(th.budget_key, t.to_domain) AS to_domain,
+               least(CASE WHEN e.domain IS NULL THEN v_def_second ELSE e.max_per_second END, th.per_second) AS lim_s,
+               least(CASE WHEN e.domain IS NULL THEN v_def_minute ELSE e.max_per_minute END, th.per_minute) AS lim_m,
+               CASE WHEN cardinality(v_warm_names) > 0
+                    THEN coalesce((SELECT st.unsubscribe_headers FROM mailroom.streams st WHERE st.name = t.stream), false) END AS bulk
         FROM (
           SELECT due.*, array_position(v_snd_names, due.sender) AS si FROM mailroom._queued_priorities() AS p
           CROSS JOIN LATERAL (
@@ -480,8 +536,16 @@ BEGIN
             WHERE q.status = 'queued' AND q.priority = p.priority AND q.run_at <= p_now
               AND (p_sender IS NULL OR q.sender = p_sender)
               AND q.sender <> ALL (v_snd_blocked)
+              -- (Held broadcast mail is passed over for its sender's
+              -- transactional mail: a contents lookup per mail scanned.)
+              AND (cardinality(v_bulk_held) = 0 OR q.sender <> ALL (v_bulk_held)
+                   OR NOT (SELECT st.unsubscribe_headers FROM mailroom.contents b JOIN mailroom.streams st ON st.name = b.stream
+                           WHERE b.id = q.id))
               AND (cardinality(v_dom_blocked) = 0
-                   OR (SELECT b.to_domain FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
+                   OR (SELECT CASE WHEN v_throttled
+                                   THEN coalesce((SELECT th.budget_key FROM mailroom._throttle_for(b.to_domain) AS th), b.to_domain)
+                                   ELSE b.to_domain END
+                       FROM mailroom.contents b WHERE b.id = q.id) <> ALL (v_dom_blocked))
             ORDER BY q.run_at, q.id
             LIMIT v_scan
             FOR UPDATE SKIP LOCKED
@@ -491,15 +555,40 @@ BEGIN
         JOIN mailroom.contents t ON t.id = ANY (ARRAY[c.id])
         -- (Only the default: no lookup per candidate.)
         LEFT JOIN mailroom.domain_limits e ON v_dom_own AND e.domain = t.to_domain
+        -- (Nothing throttled: no lookup per candidate either.)
+        LEFT JOIN LATERAL mailroom._throttle_for(t.to_domain) AS th ON v_throttled
         ORDER BY c.priority DESC, c.run_at, c.id
       ) AS c;
       EXIT WHEN cardinality(v_cid) = 0;
 
-      -- 3. Senders' caps per candidate, in claim order (only when a sender is limited).
-      IF cardinality(v_snd_names) > 0 THEN
+      -- 3. Senders' caps per candidate, in claim order (only when a sender
+      --    is limited or warms up). Warm-up: a sender's transactional mail
+      --    first, up to what is left of its day; its broadcast mail in what
+      --    the transactional candidates leave of that, and no more than it
+      --    leaves above the reserve. Broadcast mail that only the warm-up
+      --    holds back is held (re-timed below), not a reason to leave its
+      --    sender out of the next round.
+      IF cardinality(v_snd_names) > 0 AND cardinality(v_warm_names) = 0 THEN
         SELECT array_agg(c.ok ORDER BY c.ord) INTO v_csok
         FROM (SELECT u.ord, row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS ok
               FROM unnest(v_csnd, v_cscap) WITH ORDINALITY AS u(sender, scap, ord)) AS c;
+      ELSIF cardinality(v_warm_names) > 0 THEN
+        SELECT array_agg(c.rate_ok AND c.warm_ok ORDER BY c.ord),
+               coalesce(array_agg(c.id) FILTER (WHERE c.rate_ok AND NOT c.warm_ok AND c.bulk AND c.wleft > 0), '{}')
+          INTO v_csok, v_held
+        FROM (SELECT u.ord, u.id, u.bulk, w.wleft,
+                     row_number() OVER (PARTITION BY u.sender ORDER BY u.ord) <= coalesce(u.scap, 2147483647) AS rate_ok,
+                     w.wleft IS NULL
+                       OR CASE WHEN NOT u.bulk THEN row_number() OVER (PARTITION BY u.sender, u.bulk ORDER BY u.ord) <= w.wleft
+                               ELSE row_number() OVER (PARTITION BY u.sender, u.bulk ORDER BY u.ord)
+                                      <= least(w.wbulk, w.wleft - least(w.wleft, count(*) FILTER (WHERE NOT u.bulk)
+                                                                                   OVER (PARTITION BY u.sender)))
+                          END AS warm_ok
+              FROM unnest(v_cid, v_csnd, v_cscap, v_cbulk) WITH ORDINALITY AS u(id, sender, scap, bulk, ord)
+              LEFT JOIN LATERAL (SELECT v_warm_left[array_position(v_warm_names, u.sender)] AS wleft,
+                                        v_warm_bulk[array_position(v_warm_names, u.sender)] AS wbulk) AS w ON true) AS c;
+        SELECT v_bulk_held || coalesce(array_agg(DISTINCT u.sender), '{}') INTO v_bulk_held
+        FROM unnest(v_cid, v_csnd) AS u(id, sender) WHERE u.id = ANY (v_held) AND u.sender <> ALL (v_bulk_held);
       END IF;
 
       -- 4. Domains: the budgets of the limited domains of the candidates
@@ -528,10 +617,10 @@ BEGIN
         SELECT coalesce(array_agg(p.id ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
                coalesce(array_agg(p.row ORDER BY p.ord) FILTER (WHERE p.snd_ok AND p.dom_ok), '{}'),
                v_dom_blocked || coalesce(array_agg(DISTINCT p.domain) FILTER (WHERE p.snd_ok AND NOT p.dom_ok), '{}'),
-               v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok), '{}')
+               v_snd_blocked || coalesce(array_agg(DISTINCT p.sender) FILTER (WHERE NOT p.snd_ok AND NOT p.held), '{}')
           INTO v_pick, v_pick_row, v_dom_blocked, v_snd_blocked
         FROM (
-          SELECT c.id, c.row, c.ord, c.domain, c.sender, c.snd_ok,
+          SELECT c.id, c.row, c.ord, c.domain, c.sender, c.snd_ok, c.id = ANY (v_held) AS held,
                  c.granted IS NULL
                    OR row_number() OVER (PARTITION BY c.domain, c.snd_ok ORDER BY c.ord) <= c.granted AS dom_ok
           FROM (
@@ -677,6 +766,27 @@ BEGIN
             WHERE c.id = ANY (v_pick) AND k.row_id IS NOT NULL
             GROUP BY k.row_id, k.win) AS u
       WHERE r.ctid = u.row_id;
+    END IF;
+    -- 7b. Count what was claimed against the warming senders' day, and
+    --     move the broadcast mail the reserve held back out of the way.
+    IF cardinality(v_warm_names) > 0 THEN
+      IF v_n > 0 THEN
+        UPDATE mailroom.sender_warmups AS w
+        SET used = CASE WHEN w.used_on = v_today THEN w.used ELSE 0 END + u.n,
+            used_on = v_today
+        FROM (SELECT c.sender, count(*)::integer AS n
+              FROM unnest(v_cid, v_csnd) AS c(id, sender)
+              WHERE c.id = ANY (v_pick) AND c.sender = ANY (v_warm_names)
+              GROUP BY c.sender) AS u
+        WHERE w.sender = u.sender;
+      END IF;
+      IF cardinality(v_held) > 0 THEN
+        UPDATE mailroom.queue q
+        SET run_at = greatest(q.run_at, p_now + mailroom._setting('warmup_hold')::interval),
+            updated_at = greatest(p_now, q.updated_at)
+        WHERE q.id = ANY (v_held) AND q.status = 'queued';
+        v_held := '{}';
+      END IF;
     END IF;
     -- Another round only if a budget held candidates back (the others
     -- were claimed or moved by the gate) or the scan was cut short.

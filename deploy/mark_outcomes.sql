@@ -1,5 +1,6 @@
 -- Deploy mailroom:mark_outcomes to pg
--- requires: mark_outcomes@v0.3.0
+-- requires: mark_outcomes@v0.4.0
+-- requires: destination_throttle
 -- requires: split_messages
 -- requires: circuit_breaker
 
@@ -36,14 +37,17 @@
 -- read and no separate row lock (the DELETE or UPDATE locks the row it
 -- changes).
 --
+-- v0.4.1: the adaptive throttle learns from each batch (issue 30, item
+-- 1): _learn_destination_rates (deploy/destination_throttle.sql) is called
+-- last, once the outcomes are applied. With no group throttled and no retry
+-- in the batch (nearly every batch) it costs one look at the small
+-- throttle table and a jsonpath test of the batch.
+--
 -- No p_now on what runners execute (issue 13, hole 4): mark_outcomes and
 -- mark_outcome use the database clock; the owner-only twins _mark_outcomes
 -- and _mark_outcome take p_now for tests.
 
 BEGIN;
-
-DROP FUNCTION mailroom.mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz);
-DROP FUNCTION mailroom.mark_outcomes(jsonb, timestamptz);
 
 CREATE OR REPLACE FUNCTION mailroom._retry_delay(p_attempts integer)
 RETURNS interval
@@ -63,7 +67,7 @@ REVOKE ALL ON FUNCTION mailroom._retry_delay(integer) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._retry_delay(integer) IS
   'Internal: delay before the next try after p_attempts attempts: base * 2^(attempts-1), capped, with jitter.';
 
-CREATE FUNCTION mailroom._mark_outcomes(p_results jsonb, p_now timestamptz DEFAULT now())
+CREATE OR REPLACE FUNCTION mailroom._mark_outcomes(p_results jsonb, p_now timestamptz DEFAULT now())
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -178,6 +182,7 @@ BEGIN
   END IF;
   v_total := jsonb_array_length(p_results);
   IF v_applied = v_total THEN
+    PERFORM mailroom._learn_destination_rates(p_results, p_now);
     RETURN v_applied;
   END IF;
 
@@ -431,6 +436,7 @@ BEGIN
                                              v_bounced_senders, p_now);
   END IF;
 
+  PERFORM mailroom._learn_destination_rates(p_results, p_now);
   RETURN v_applied;
 END
 $$;
@@ -439,7 +445,7 @@ REVOKE ALL ON FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._mark_outcomes(jsonb, timestamptz) IS
   'Owner-only twin of mark_outcomes with a pinned clock (tests). Records a batch of outcomes: a final one deletes the queue row and writes the finishing ledger row, a retry or ambiguous outcome writes the attempt''s row and re-queues (or holds for review); a report under a lost lease completes the ledger row reclaim or release wrote (stale) and may settle waiting mail as sent. READ COMMITTED only.';
 
-CREATE FUNCTION mailroom.mark_outcomes(p_results jsonb)
+CREATE OR REPLACE FUNCTION mailroom.mark_outcomes(p_results jsonb)
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -457,7 +463,7 @@ GRANT EXECUTE ON FUNCTION mailroom.mark_outcomes(jsonb) TO mailroom_runner;
 COMMENT ON FUNCTION mailroom.mark_outcomes(jsonb) IS
   'Record a batch of outcomes [{id, token, outcome: sent|retry|failed|ambiguous, smtp_code, smtp_enhanced, detail, provider_id}] in one call; returns how many applied. Sent and failed (and a retry with the attempts spent) finish the mail; a retry re-queues it with backoff for the claim gate; a 5.1.x failure suppresses the address. A report under a lost lease changes nothing but the ledger (stale) or settles waiting mail as sent. A success reported twice for one mail is flagged duplicate. Runs only under READ COMMITTED (SQLSTATE 0A000 otherwise).';
 
-CREATE FUNCTION mailroom._mark_outcome(
+CREATE OR REPLACE FUNCTION mailroom._mark_outcome(
   p_id            bigint,
   p_token         uuid,
   p_outcome       text,
@@ -492,7 +498,7 @@ REVOKE ALL ON FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer,
 COMMENT ON FUNCTION mailroom._mark_outcome(bigint, uuid, text, text, integer, text, text, timestamptz) IS
   'Owner-only twin of mark_outcome with a pinned clock (tests).';
 
-CREATE FUNCTION mailroom.mark_outcome(
+CREATE OR REPLACE FUNCTION mailroom.mark_outcome(
   p_id            bigint,
   p_token         uuid,
   p_outcome       text,

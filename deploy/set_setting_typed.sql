@@ -4,6 +4,7 @@
 -- requires: table_schedules
 -- requires: cache_settings
 -- requires: validation
+-- requires: set_setting_typed@v0.4.0
 --
 -- set_setting (created by table_settings) stored any text: 'lots' as
 -- max_body_bytes made every later enqueue fail with 22P02, 'soon' as
@@ -16,6 +17,10 @@
 -- hours to days; an event retired before its last redelivery would be
 -- recorded again (a second bounced ledger row, a second count against the
 -- circuit breaker).
+--
+-- v0.4.1 (rework): the adaptive throttle's settings (destination_throttle)
+-- and the warm-up's (sender_warmup) join the list, with a numeric kind for
+-- the throttle's decrease factor.
 
 BEGIN;
 
@@ -48,7 +53,13 @@ BEGIN
     ('inbound_unparsed_retention', 'interval', '1 day',    '100 years'),   -- prune_feedback
     ('lease_warning_after',   'interval', '1 millisecond', '1 day'),       -- queue_stats; a lease is at most 1 day
     ('schedule_lookahead',    'interval', '0',             '1 hour'),      -- materialize_schedules runs every minute
-    ('schedule_max_lateness', 'interval', '1 minute',      '366 days')     -- materialize_schedules runs every minute
+    ('schedule_max_lateness', 'interval', '1 minute',      '366 days'),    -- materialize_schedules runs every minute
+    ('throttle_decrease_factor', 'numeric', '0.05',        '0.95'),        -- _learn_destination_rates: 1 would never lower
+    ('throttle_interval',     'interval', '1 second',      '1 hour'),      -- _learn_destination_rates
+    ('throttle_increase_step', 'numeric', '0.1',           '100000'),      -- mails per minute added per clean interval
+    ('throttle_ceiling',      'integer',  '1',             '10000000'),    -- mails per minute; the domain_limits cap it further
+    ('warmup_transactional_reserve', 'numeric', '0',       '1'),           -- share of the day's budget kept for transactional mail
+    ('warmup_hold',           'interval', '1 second',      '1 day')        -- how far broadcast mail held by the reserve is re-timed
   ) AS t(key, kind, lo, hi)
   WHERE t.key = p_key;
   IF NOT FOUND THEN
@@ -59,7 +70,14 @@ BEGIN
     RAISE EXCEPTION 'mailroom: %: must not be NULL', p_key USING ERRCODE = '22023';
   END IF;
 
-  IF v_kind IN ('integer', 'bigint') THEN
+  IF v_kind = 'numeric' THEN
+    BEGIN
+      v_num := p_value::numeric;
+    EXCEPTION WHEN data_exception THEN
+      RAISE EXCEPTION 'mailroom: %: must be a number, got "%"', p_key, p_value USING ERRCODE = '22023';
+    END;
+    PERFORM mailroom._check_range(p_key, v_num, v_min::numeric, v_max::numeric);
+  ELSIF v_kind IN ('integer', 'bigint') THEN
     BEGIN
       v_num := p_value::bigint;
     EXCEPTION WHEN data_exception THEN

@@ -18,6 +18,9 @@ BEGIN
     'mark_outcomes does not take finished mail out of the hot queue';
   ASSERT to_regprocedure('mailroom.mark_outcomes(jsonb, timestamptz)') IS NULL,
     'the v0.3 mark_outcomes with p_now is still executable';
+  ASSERT (SELECT prosrc LIKE '%_learn_destination_rates%' FROM pg_proc
+          WHERE oid = 'mailroom._mark_outcomes(jsonb, timestamptz)'::regprocedure),
+    'mark_outcomes does not teach the adaptive throttle';
 END
 $$;
 

@@ -19,4 +19,8 @@ $$;
 SELECT mailroom._check_setting('feedback_retention', '90 days');
 SELECT mailroom._check_setting('inbound_unparsed_retention', '14 days');
 
+-- v0.4.1: the throttle's and the warm-up's settings have a type.
+SELECT mailroom._check_setting('throttle_decrease_factor', '0.5');
+SELECT mailroom._check_setting('warmup_transactional_reserve', '0.1');
+
 ROLLBACK;

@@ -235,6 +235,12 @@ def runner_heartbeat(target: psycopg_pool.ConnectionPool | psycopg.Connection, *
     )
 
 
+def deliverability(target: psycopg_pool.ConnectionPool | psycopg.Connection) -> tuple[list[dict], list[dict]]:
+    """The adaptive throttle's learned rates and the warm-up schedules, for the metrics."""
+    return (_call(target, "SELECT * FROM mailroom.destination_rates()", {}),
+            _call(target, "SELECT * FROM mailroom.sender_warmup_status()", {}))
+
+
 def runner_gone(target: psycopg_pool.ConnectionPool | psycopg.Connection, worker: str, run_id) -> bool:
     """This run stopped cleanly; False when the row is another run's (or gone)."""
     rows = _call(target, "SELECT mailroom.runner_gone(%(worker)s, %(run_id)s) AS ok",

@@ -34,6 +34,19 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone)', 'app,operator', 'definer'),  -- campaign_progress's readers call it
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
+  ('destination_rates()', 'operator,runner', 'definer'),  -- runners export it as metrics
+  ('set_destination_group(text, text)', 'operator', 'definer'),
+  ('set_sender_warmup(text, integer[], date)', 'operator', 'definer'),
+  ('clear_sender_warmup(text)', 'operator', 'definer'),
+  ('sender_warmup_status()', 'operator,runner', 'definer'),  -- runners export it as metrics
+  ('warmup_default_ramp()', 'operator', 'definer'),
+  ('_learn_destination_rates(jsonb, timestamp with time zone)', '', 'definer'),
+  ('_destination_group(text)', '', 'unpinned'),
+  ('_is_rate_deferral(integer, text, text)', '', 'unpinned'),
+  ('_provider_from_text(text)', '', 'unpinned'),
+  ('_throttle_ceiling(text)', '', 'unpinned'),
+  ('_throttle_for(text)', '', 'unpinned'),
+  ('_warmup_day(date, integer[], date, integer, date)', '', 'unpinned'),
   ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
   ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),

@@ -49,6 +49,9 @@ SQL_BREAKER = """
     SELECT scope, key, campaign_name, state, delivered, bounced, complained, bounce_rate, complaint_rate,
            tripped_at, reason
     FROM mailroom.breaker_status WHERE state <> 'ok' ORDER BY state DESC, scope, key"""
+# What the adaptive throttle learned and the warm-up schedules (docs/deliverability.md).
+SQL_THROTTLES = "SELECT * FROM mailroom.destination_rates()"
+SQL_WARMUPS = "SELECT * FROM mailroom.sender_warmup_status()"
 # A fleet directory (fleet/, docs/fleet.md): PL/Proxy over every shard.
 SQL_FLEET_SHARDS = "SELECT * FROM mailroom_fleet.queue_summary() ORDER BY shard"
 SQL_FLEET_WARNINGS = ("SELECT shard, warning, messages, detail FROM mailroom_fleet.queue_stats()"
@@ -171,6 +174,8 @@ def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
         runner_warnings = conn.execute(SQL_RUNNER_WARNINGS).fetchall()
         streams = conn.execute(SQL_STREAMS).fetchall()
         breaker = conn.execute(SQL_BREAKER).fetchall()
+        throttles = conn.execute(SQL_THROTTLES).fetchall()
+        warmups = conn.execute(SQL_WARMUPS).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                 for r in stats if r["kind"] == "warning"]
@@ -190,6 +195,8 @@ def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
         "streams": streams,
         "runners": runners,
         "breaker": breaker,
+        "throttles": throttles,
+        "warmups": warmups,
         "warnings": warnings,
     }
     if as_json:
@@ -229,12 +236,40 @@ def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
                              ("bounces", "bounce rate"), ("complained", "complained"), ("complaints", "complaint rate"),
                              ("reason", "reason")], max_width=80)
                if rows else "all clear")
+    click.echo("\n" + _throttles_section(throttles))
+    click.echo("\n" + _warmups_section(warmups))
     click.echo("\nWARNINGS")
     if warnings:
         for w in warnings:
             click.echo(f"! {w['warning']}: {w['detail']}")
     else:
         click.echo("none")
+
+
+def _throttles_section(throttles: list[dict[str, Any]]) -> str:
+    """The adaptive throttle: each destination group's learned rate, why and since when it is lowered."""
+    lowered = [t for t in throttles if t["in_effect"]]
+    if not lowered:
+        return "THROTTLE  no destination throttled" + (f" ({len(throttles)} recovered)" if throttles else "")
+    rows = [{"group": t["group_name"], "rate": f"{t['rate_per_minute']}/min", "ceiling": f"{t['ceiling_per_minute']}/min",
+             "since": human(t["lowered_since"]), "deferrals": t["deferrals"], "why": t["last_deferral"] or ""}
+            for t in lowered]
+    return "THROTTLE  (learned send rates; lowered by the last deferral)\n" + _table(
+        rows, [("group", "group"), ("rate", "rate"), ("ceiling", "ceiling"), ("since", "lowered since"),
+               ("deferrals", "deferrals"), ("why", "why")], max_width=80)
+
+
+def _warmups_section(warmups: list[dict[str, Any]]) -> str:
+    """Warm-up schedules: each sender's day and what is left of its budget today."""
+    if not warmups:
+        return "WARM-UP  no sender warming up"
+    rows = [{"sender": w["sender"], "day": "done" if w["done"] else f"{w['day']} of {w['days']}",
+             "budget": "" if w["done"] else w["budget"], "used": w["used"],
+             "remaining": "" if w["done"] else w["remaining"],
+             "broadcast": "" if w["done"] else w["broadcast_remaining"]} for w in warmups]
+    return "WARM-UP  (mails per UTC day; broadcast waits once only the transactional reserve is left)\n" + _table(
+        rows, [("sender", "sender"), ("day", "day"), ("budget", "budget today"), ("used", "used"),
+               ("remaining", "remaining"), ("broadcast", "broadcast may use")])
 
 
 def _fleet_status(dsn: str | None, as_json: bool) -> None:

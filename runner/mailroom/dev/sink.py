@@ -3,8 +3,10 @@
 It counts what it receives, optionally stores every accepted mail in a maildir,
 and recognises duplicates by Message-ID (a mail accepted twice with the same
 Message-ID is a duplicate: mailroom derives Message-ID from the delivery key).
-It can be told to answer given codes (`Rule`), to delay its final reply, or to
-drop the connection after the body (so the sender cannot know the outcome).
+It can be told to answer given codes (`Rule`), to delay its final reply, to
+drop the connection after the body (so the sender cannot know the outcome), or
+to defer mail that comes faster than a rate (`max_rate`, as Gmail's 421 4.7.28
+does; change it while the sink runs, None to relent).
 
 Stats are a dict (`Sink.stats()`), written as JSON to a stats file while it
 runs and printed when it stops, so a script can read them.
@@ -60,6 +62,10 @@ class Rule:
             raise ValueError(f"reply: {spec!r} does not start with an SMTP code (200-599)")
         return cls(int(code), text or "Rule", **kw)
 
+
+
+RATE_LIMITED_REPLY = ("421 4.7.28 Our system has detected an unusual rate of unsolicited mail. "
+                      "To protect our users, mail has been temporarily rate limited. - gsmtp")
 
 
 class _Handler:
@@ -118,6 +124,11 @@ class _Handler:
                 return "421 dropped"
             sink._count_reject(rule.code)
             return f"{rule.code} {rule.text}"
+        if sink.max_rate is not None and sink._over_rate():
+            with sink.lock:
+                sink.deferred += 1
+            sink._count_reject(int(sink.rate_reply[:3]))
+            return sink.rate_reply
         if sink.delay:
             await asyncio.sleep(sink.delay)
         sink._accept(mid, envelope.mail_from, list(rcpts), data)
@@ -143,11 +154,19 @@ class Sink:
         stats_file: str | os.PathLike | None = None,
         smtputf8: bool = True,
         pipelining: bool = False,
+        max_rate: float | None = None,
+        rate_reply: str = RATE_LIMITED_REPLY,
     ):
         self.host = host
         self.pipelining = pipelining
         self.port = port or free_port(host)
         self.rules = list(rules or [])
+        # Defer (rate_reply) a mail that would make more than max_rate
+        # accepted in the last second.
+        self.max_rate = max_rate
+        self.rate_reply = rate_reply
+        self.deferred = 0
+        self._recent: list[float] = []
         self.delay = delay
         self.keep = keep
         self.messages: list[dict] = []
@@ -207,6 +226,17 @@ class Sink:
             self._seq += 1
             return f"SINK{self._seq:08d}"
 
+    def _over_rate(self) -> bool:
+        """Would one more accepted mail make more than max_rate in the last second?"""
+        now = time.monotonic()
+        with self.lock:
+            limit = self.max_rate
+            self._recent = [t for t in self._recent if now - t < 1.0]
+            if limit is not None and len(self._recent) + 1 > limit:
+                return True
+            self._recent.append(now)
+            return False
+
     def _count_reject(self, code: int) -> None:
         with self.lock:
             self.rejected[code] += 1
@@ -241,7 +271,7 @@ class Sink:
                 "duplicate_ids": list(self.duplicate_ids),
                 "attempts": self.attempts,
                 "rejected": {str(k): v for k, v in sorted(self.rejected.items())},
-                "dropped": self.dropped,
+                "dropped": self.dropped, "deferred": self.deferred,
                 "auth_failures": self.auth_failures,
                 "first_at": self.first_at,
                 "last_at": self.last_at,

@@ -38,7 +38,7 @@ from datetime import timedelta
 import psycopg
 import psycopg_pool
 
-from mailroom import logs, queries
+from mailroom import logs, metrics, queries
 from mailroom.logs import event
 
 DEFAULT_INTERVAL = 5.0  # seconds between heartbeats of an idle runner
@@ -153,6 +153,10 @@ class Heartbeat:
             return False
         self._written = v
         self._refused.up()
+        try:
+            metrics.export_deliverability(*queries.deliverability(conn))
+        except (queries.DatabaseUnavailable, queries.QueryError):
+            pass  # metrics only: the next beat reads them again
         return True
 
     def after_flush(self, conn_or_pool, db_ok: bool = True) -> None:

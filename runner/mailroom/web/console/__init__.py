@@ -358,7 +358,9 @@ def _install_views(app: Flask) -> None:
 
     @app.get("/rates")
     def rates():
-        return render_template("rates.html", rates=_db().all(sql.SEND_RATES))
+        db = _db()
+        return render_template("rates.html", rates=db.all(sql.SEND_RATES), throttles=db.all(sql.DESTINATION_RATES),
+                               warmups=db.all(sql.SENDER_WARMUPS))
 
     @app.errorhandler(psycopg.OperationalError)
     def database_down(e):

@@ -141,3 +141,5 @@ SUPPRESS = "SELECT mailroom.suppress(%(address)s, %(reason)s, %(source)s) AS res
 UNSUPPRESS = "SELECT mailroom.unsuppress(%(address)s) AS result"
 SCHEDULES = "SELECT * FROM mailroom.schedule_list(500)"
 SEND_RATES = "SELECT * FROM mailroom.send_rate_usage()"
+DESTINATION_RATES = "SELECT * FROM mailroom.destination_rates()"
+SENDER_WARMUPS = "SELECT * FROM mailroom.sender_warmup_status()"

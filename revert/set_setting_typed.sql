@@ -1,5 +1,17 @@
--- Revert mailroom:set_setting_typed from pg: the v0.3.0 _check_setting and set_setting back
--- (without the retention settings of prune_feedback).
+-- Revert mailroom:set_setting_typed from pg: the v0.4.0 _check_setting back
+-- (without event_retention; the setting's row goes with event_feed).
+--
+-- set_setting (created by table_settings) stored any text: 'lots' as
+-- max_body_bytes made every later enqueue fail with 22P02, 'soon' as
+-- retry_backoff_base broke every retry (tests/test_hostile.py). Now each value
+-- is cast to its setting's type and range-checked before anything is written.
+--
+-- v0.4 (rework): the retention settings of prune_feedback join the list.
+-- feedback_retention is at least 7 days: an MTA retries a DSN for up to 5
+-- days (Postfix's maximal_queue_lifetime) and providers retry webhooks for
+-- hours to days; an event retired before its last redelivery would be
+-- recorded again (a second bounced ledger row, a second count against the
+-- circuit breaker).
 
 BEGIN;
 
@@ -28,6 +40,8 @@ BEGIN
     ('retry_backoff_base',    'interval', '1 millisecond', '1 day'),       -- _retry_delay
     ('retry_backoff_max',     'interval', '1 millisecond', '30 days'),     -- _retry_delay
     ('attempts_retention',    'interval', '1 day',         '100 years'),   -- prune's older_than
+    ('feedback_retention',    'interval', '7 days',        '100 years'),   -- prune_feedback; a DSN is retried for up to 5 days
+    ('inbound_unparsed_retention', 'interval', '1 day',    '100 years'),   -- prune_feedback
     ('lease_warning_after',   'interval', '1 millisecond', '1 day'),       -- queue_stats; a lease is at most 1 day
     ('schedule_lookahead',    'interval', '0',             '1 hour'),      -- materialize_schedules runs every minute
     ('schedule_max_lateness', 'interval', '1 minute',      '366 days')     -- materialize_schedules runs every minute

@@ -19,4 +19,7 @@ $$;
 SELECT mailroom._check_setting('feedback_retention', '90 days');
 SELECT mailroom._check_setting('inbound_unparsed_retention', '14 days');
 
+-- v0.5: event_retention has a type.
+SELECT mailroom._check_setting('event_retention', '30 days');
+
 ROLLBACK;

@@ -5,69 +5,15 @@ self-signed certificate the runner is told to trust (--webhook-ca-file)."""
 from __future__ import annotations
 
 import json
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 import pytest
 
 from mailroom.dev.sink import Sink
+from mailroom.dev.webhook_sink import WebhookSink
 from mailroom.send import webhooks
 from mailroom.signing import b64url_decode, new_key_line
 from tests.runnerkit import RunnerProcess, enqueue_many, self_signed_cert, statuses, wait_for
-
-
-class Endpoint:
-    """An HTTPS receiver: keeps every request; answers 500 to the first
-    `fail_first` of them (or to all with fail_always)."""
-
-    def __init__(self, context: ssl.SSLContext, fail_first: int = 0, fail_always: bool = False):
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.fail_first, self.fail_always = fail_first, fail_always
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with endpoint.lock:
-                    endpoint.requests.append({"headers": dict(self.headers), "body": body})
-                    failing = endpoint.fail_always or len(endpoint.requests) <= endpoint.fail_first
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://localhost:{self.server.server_address[1]}/hooks/mailroom?tenant=1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def accepted(self) -> list[dict]:
-        """Events answered 200, first delivery of each id, in arrival order."""
-        with self.lock:
-            requests = list(self.requests)
-        seen, out = set(), []
-        for i, r in enumerate(requests):
-            failed = self.fail_always or i < self.fail_first
-            event = json.loads(r["body"])
-            if not failed and event["id"] not in seen:
-                seen.add(event["id"])
-                out.append(r)
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +36,7 @@ def status(conn, name="app"):
 def test_events_are_signed_delivered_in_order_and_retried_after_a_500(db_url, conn, cert, secrets_file):
     ctx, cafile = cert
     path, secret = secrets_file
-    with Endpoint(ctx, fail_first=2) as endpoint, Sink() as sink:
+    with WebhookSink(ctx, fail_first=2) as endpoint, Sink() as sink:
         conn.execute("SELECT mailroom.webhook_endpoint_set('app', %s, 'hooks', ARRAY['sent'])", (endpoint.url,))
         enqueue_many(conn, "hook", 5)
         with RunnerProcess(db_url, f"smtp://127.0.0.1:{sink.port}", "--webhook-secrets", path,
@@ -122,7 +68,7 @@ def test_events_are_signed_delivered_in_order_and_retried_after_a_500(db_url, co
 def test_a_dead_endpoint_is_paused_while_mail_keeps_flowing(db_url, conn, cert, secrets_file):
     ctx, cafile = cert
     path, _ = secrets_file
-    with Endpoint(ctx, fail_always=True) as endpoint, Sink() as sink:
+    with WebhookSink(ctx, fail_always=True) as endpoint, Sink() as sink:
         conn.execute("SELECT mailroom.webhook_endpoint_set('app', %s, 'hooks', p_max_failures => 2)", (endpoint.url,))
         enqueue_many(conn, "dead", 50)
         with RunnerProcess(db_url, f"smtp://127.0.0.1:{sink.port}", "--webhook-secrets", path,
@@ -145,7 +91,7 @@ def test_the_endpoint_certificate_is_verified(db_url, conn, cert, secrets_file):
     """Without --webhook-ca-file the self-signed endpoint is not trusted."""
     ctx, _ = cert
     path, _ = secrets_file
-    with Endpoint(ctx) as endpoint, Sink() as sink:
+    with WebhookSink(ctx) as endpoint, Sink() as sink:
         conn.execute("SELECT mailroom.webhook_endpoint_set('app', %s, 'hooks', p_max_failures => 1)", (endpoint.url,))
         enqueue_many(conn, "tls", 1)
         with RunnerProcess(db_url, f"smtp://127.0.0.1:{sink.port}", "--webhook-secrets", path,

@@ -1,21 +1,24 @@
 """An HTTPS receiver of mailroom's webhooks for tests and benchmarks: keeps
 every request (headers and body) and answers 200, or 500 to the first
-`fail_first` requests (or to all with `fail_always`)."""
+`fail_first` requests (or to all with `fail_always`), each after `delay`
+seconds (a slow endpoint)."""
 
 from __future__ import annotations
 
 import json
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class WebhookSink:
-    def __init__(self, context: ssl.SSLContext, fail_first: int = 0, fail_always: bool = False, keep: bool = True):
+    def __init__(self, context: ssl.SSLContext, fail_first: int = 0, fail_always: bool = False, keep: bool = True,
+                 delay: float = 0.0):
         self.requests: list[dict] = []
         self.count = 0
         self.lock = threading.Lock()
-        self.fail_first, self.fail_always, self.keep = fail_first, fail_always, keep
+        self.fail_first, self.fail_always, self.keep, self.delay = fail_first, fail_always, keep, delay
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -23,6 +26,8 @@ class WebhookSink:
 
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if sink.delay:
+                    time.sleep(sink.delay)
                 with sink.lock:
                     sink.count += 1
                     if sink.keep:

@@ -23,8 +23,11 @@
 --                                        suppressed (every other reason)
 --
 -- Statement-level triggers with transition tables: one INSERT … SELECT per
--- statement whatever its size, a contents probe per ledger row for the
--- mail's stream, campaign, sender and recipient.
+-- statement whatever its size. A ledger event keeps the mail's id only; its
+-- recipient, stream, campaign and sender are read from contents when the
+-- event is read (measured: copying them cost the SQL drain a contents probe
+-- per mail, bench/event_feed.py). An event of a mail prune has retired
+-- shows them NULL.
 --
 -- The cursor. Ids and xids are handed out before commit, so transactions
 -- commit out of their order: a reader that took "id > last id seen" skips
@@ -65,7 +68,7 @@ COMMENT ON COLUMN mailroom.events.xid IS
 COMMENT ON COLUMN mailroom.events.kind IS
   'sent, deferred (a retry is due), bounced (rejected 5xx at send time, or reported later by a DSN or webhook), failed (given up without a permanent rejection), cancelled (reason: suppressed, campaign_cancelled, cancelled, ...), complained, unsubscribed, suppressed (reason: hard_bounce, complaint, manual).';
 COMMENT ON COLUMN mailroom.events.stream IS
-  'The mail''s stream; for unsubscribed and suppressed the suppression''s scope (NULL: every stream).';
+  'A complaint''s stream; for unsubscribed and suppressed the suppression''s scope (NULL: every stream). NULL on ledger events, as address, campaign_id and sender: events_since reads them from the mail''s contents.';
 COMMENT ON COLUMN mailroom.events.detail IS
   'The SMTP reply text, the feedback''s detail, or the suppression''s source.';
 
@@ -76,11 +79,12 @@ SECURITY DEFINER
 SET search_path = mailroom, pg_temp
 AS $$
 BEGIN
-  INSERT INTO mailroom.events (kind, message_id, address, stream, campaign_id, sender, attempt, reason,
-                               smtp_code, smtp_enhanced, detail, occurred_at)
-  SELECT k.kind, n.message_id, c.to_address, c.stream, c.campaign_id, c.sender, n.attempt,
-         coalesce(n.status_reason, n.reported), n.smtp_code, n.smtp_enhanced, left(n.smtp_text, 1000),
-         coalesce(n.finished_at, now())
+  -- The mail's recipient, stream, campaign and sender are not copied: the
+  -- readers take them from contents (a probe per event read, not per mail
+  -- sent: the drain pays for the event row alone).
+  INSERT INTO mailroom.events (kind, message_id, attempt, reason, smtp_code, smtp_enhanced, detail, occurred_at)
+  SELECT k.kind, n.message_id, n.attempt, coalesce(n.status_reason, n.reported), n.smtp_code, n.smtp_enhanced,
+         left(n.smtp_text, 1000), coalesce(n.finished_at, now())
   FROM new_rows n
   CROSS JOIN LATERAL (SELECT CASE
       WHEN n.finished_as = 'sent' THEN 'sent'
@@ -89,7 +93,6 @@ BEGIN
       WHEN n.outcome = 'bounced' THEN 'bounced'
       WHEN n.outcome = 'retry' AND n.finished_as IS NULL THEN 'deferred'
     END AS kind) k
-  LEFT JOIN mailroom.contents c ON c.id = n.message_id
   WHERE k.kind IS NOT NULL;
   RETURN NULL;
 END
@@ -220,14 +223,16 @@ BEGIN
   -- (STABLE: the function's one snapshot is the query's, so the xmin read
   -- here is the one its rows were read under.)
   RETURN QUERY
-  SELECT e.xid::text || '-' || e.id::text, e.id, e.kind, e.message_id, e.address, e.stream, e.campaign_id,
-         e.sender, e.attempt, e.reason, e.smtp_code::integer, e.smtp_enhanced, e.detail, e.occurred_at
+  SELECT e.xid::text || '-' || e.id::text, e.id, e.kind, e.message_id, coalesce(e.address, c.to_address),
+         coalesce(e.stream, c.stream), coalesce(e.campaign_id, c.campaign_id), coalesce(e.sender, c.sender),
+         e.attempt, e.reason, e.smtp_code::integer, e.smtp_enhanced, e.detail, e.occurred_at
   FROM mailroom.events e
+  LEFT JOIN mailroom.contents c ON c.id = e.message_id AND e.address IS NULL
   WHERE (e.xid, e.id) > (v_from.xid, v_from.id)
     AND e.xid < pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())
-    AND (p_stream IS NULL OR e.stream = p_stream)
-    AND (p_campaign IS NULL OR e.campaign_id = p_campaign)
-    AND (p_sender IS NULL OR e.sender = p_sender)
+    AND (p_stream IS NULL OR coalesce(e.stream, c.stream) = p_stream)
+    AND (p_campaign IS NULL OR coalesce(e.campaign_id, c.campaign_id) = p_campaign)
+    AND (p_sender IS NULL OR coalesce(e.sender, c.sender) = p_sender)
     AND (p_kinds IS NULL OR e.kind = ANY (p_kinds))
   ORDER BY e.xid, e.id
   LIMIT p_limit;

@@ -211,7 +211,12 @@ BEGIN
     -- want are passed over once, never read again. The horizon is the one
     -- of events_since, in this one statement's snapshot.
     WITH scanned AS (
-      SELECT e.* FROM mailroom.events e
+      SELECT e.xid, e.id, e.kind, e.message_id, coalesce(e.address, c.to_address) AS address,
+             coalesce(e.stream, c.stream) AS stream, coalesce(e.campaign_id, c.campaign_id) AS campaign_id,
+             coalesce(e.sender, c.sender) AS sender, e.attempt, e.reason, e.smtp_code, e.smtp_enhanced, e.detail,
+             e.occurred_at
+      FROM mailroom.events e
+      LEFT JOIN mailroom.contents c ON c.id = e.message_id AND e.address IS NULL
       WHERE (e.xid, e.id) > (v_ep.cursor_xid, v_ep.cursor_id)
         AND e.xid < pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())
       ORDER BY e.xid, e.id

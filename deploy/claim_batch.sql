@@ -1,5 +1,7 @@
 -- Deploy mailroom:claim_batch to pg
 -- requires: claim_batch@v0.4.0
+-- requires: destination_throttle
+-- requires: sender_warmup
 
 -- v0.4: the one gate. claim_batch is the only place that decides whether a
 -- mail may leave now. Each due candidate is locked (FOR UPDATE SKIP LOCKED)

@@ -18,9 +18,12 @@
 -- recorded again (a second bounced ledger row, a second count against the
 -- circuit breaker).
 --
--- v0.4.1 (rework): the adaptive throttle's settings (destination_throttle)
+-- v0.5 (rework): the adaptive throttle's settings (destination_throttle)
 -- and the warm-up's (sender_warmup) join the list, with a numeric kind for
--- the throttle's decrease factor.
+-- the throttle's decrease factor; and event_retention, the age at which
+-- prune_events retires the event feed (deploy/event_feed.sql), at least 1
+-- day: an application or a webhook endpoint that was down over a weekend
+-- must not find its events gone.
 
 BEGIN;
 
@@ -51,6 +54,7 @@ BEGIN
     ('attempts_retention',    'interval', '1 day',         '100 years'),   -- prune's older_than
     ('feedback_retention',    'interval', '7 days',        '100 years'),   -- prune_feedback; a DSN is retried for up to 5 days
     ('inbound_unparsed_retention', 'interval', '1 day',    '100 years'),   -- prune_feedback
+    ('event_retention',       'interval', '1 day',         '100 years'),   -- prune_events
     ('lease_warning_after',   'interval', '1 millisecond', '1 day'),       -- queue_stats; a lease is at most 1 day
     ('schedule_lookahead',    'interval', '0',             '1 hour'),      -- materialize_schedules runs every minute
     ('schedule_max_lateness', 'interval', '1 minute',      '366 days'),    -- materialize_schedules runs every minute

@@ -1,5 +1,18 @@
--- Revert mailroom:set_setting_typed from pg: the v0.4.0 _check_setting and set_setting back
--- (without the adaptive throttle's and the warm-up's settings).
+-- Revert mailroom:set_setting_typed from pg: the v0.4.0 _check_setting back
+-- (without the adaptive throttle's, the warm-up's and the event feed's settings;
+-- event_retention's row goes with event_feed).
+--
+-- set_setting (created by table_settings) stored any text: 'lots' as
+-- max_body_bytes made every later enqueue fail with 22P02, 'soon' as
+-- retry_backoff_base broke every retry (tests/test_hostile.py). Now each value
+-- is cast to its setting's type and range-checked before anything is written.
+--
+-- v0.4 (rework): the retention settings of prune_feedback join the list.
+-- feedback_retention is at least 7 days: an MTA retries a DSN for up to 5
+-- days (Postfix's maximal_queue_lifetime) and providers retry webhooks for
+-- hours to days; an event retired before its last redelivery would be
+-- recorded again (a second bounced ledger row, a second count against the
+-- circuit breaker).
 
 BEGIN;
 

@@ -19,8 +19,9 @@ $$;
 SELECT mailroom._check_setting('feedback_retention', '90 days');
 SELECT mailroom._check_setting('inbound_unparsed_retention', '14 days');
 
--- v0.4.1: the throttle's and the warm-up's settings have a type.
+-- v0.5: the throttle's and the warm-up's settings have a type.
 SELECT mailroom._check_setting('throttle_decrease_factor', '0.5');
 SELECT mailroom._check_setting('warmup_transactional_reserve', '0.1');
+SELECT mailroom._check_setting('event_retention', '30 days');
 
 ROLLBACK;

@@ -122,6 +122,10 @@ class Keyring:
             return cls.parse(env[ENV_KEYS], source=ENV_KEYS)
         raise SigningKeyError(f"no signing keys: give a keys file, or set {ENV_FILE} or {ENV_KEYS}")
 
+    def secret(self, kid: str) -> bytes:
+        """The secret of key kid (webhook signing: each endpoint names its key)."""
+        return self._keys[kid]
+
     def sign(self, payload: bytes) -> tuple[str, bytes]:
         """(key id, HMAC-SHA256 of payload) under the current key."""
         # hmac.digest: OpenSSL's one-shot HMAC, a fraction of hmac.new()'s cost per mail

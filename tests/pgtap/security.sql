@@ -72,6 +72,21 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('pause_campaign(bigint)', 'app,operator', 'definer'),
   ('prune(interval, integer)', 'operator', 'definer'),
   ('prune_feedback(integer)', 'operator', 'definer'),
+  ('events_since(text, integer, text, bigint, text, text[])', 'app,operator', 'definer'),  -- the event feed (docs/events.md)
+  ('events_head()', 'app,operator', 'definer'),
+  ('prune_events(integer)', 'operator', 'definer'),
+  ('_prune_events(integer, timestamp with time zone)', '', 'definer'),
+  ('_events_from_ledger()', '', 'definer'),        -- triggers
+  ('_events_from_feedback()', '', 'definer'),
+  ('_events_from_suppressions()', '', 'definer'),
+  ('_event_cursor(text)', '', 'invoker'),
+  ('_event_kinds_check(text, text[])', '', 'invoker'),
+  ('webhook_endpoint_set(text, text, text, text[], text[], integer, boolean)', 'operator', 'definer'),
+  ('webhook_endpoint_pause(text)', 'operator', 'definer'),
+  ('webhook_endpoint_resume(text)', 'operator', 'definer'),
+  ('webhook_endpoint_delete(text)', 'operator', 'definer'),
+  ('webhook_claim(text, text[], integer, integer, interval)', 'runner', 'definer'),
+  ('webhook_report(text, uuid, text, integer, text, interval)', 'runner', 'definer'),
   ('rate_limit(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sliding(text, integer, interval)', 'app', 'definer'),
   ('rate_limit_sweep()', 'operator', 'definer'),
@@ -219,7 +234,8 @@ INSERT INTO readers VALUES
   ('review_queue', 'operator'),
   ('runner_status', 'operator'),
   ('send_limits', 'operator'),
-  ('stream_overview', 'operator');
+  ('stream_overview', 'operator'),
+  ('webhook_status', 'operator');
 
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),

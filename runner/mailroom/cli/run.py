@@ -124,6 +124,14 @@ def _with(options):
                    "bounce+<message id>.<signature>@BOUNCE_DOMAIN, so `mailroom inbound` matches its "
                    "bounces (the From header is unchanged). Needs the signing keys (--signing-keys). "
                    "Repeatable; the variable takes ';'-separated entries. See docs/bounces.md.", **_env("VERP"))
+@click.option("--webhook-secrets", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="The webhook secrets (NAME=BASE64URL lines; an endpoint's secret_name names one): this runner "
+                   "delivers the event feed to the endpoints whose secret it holds. Default: the file in "
+                   "MAILROOM_WEBHOOK_SECRETS_FILE or the secrets in MAILROOM_WEBHOOK_SECRETS; none: no webhooks. "
+                   "See docs/events.md.")
+@click.option("--webhook-ca-file", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+              help="PEM certificates to trust for webhook endpoints instead of the system's.",
+              **_env("WEBHOOK_CA_FILE"))
 # Hidden: the tests shorten them; runner_status derives "alive" from the interval each runner reports.
 @click.option("--heartbeat-interval", type=click.FloatRange(1, 3600), default=5.0, hidden=True,
               **_env("HEARTBEAT_INTERVAL"))
@@ -133,7 +141,7 @@ def _with(options):
 def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
             poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
             dkim_profiles, unsubscribe_urls, unsubscribe_mailto, signing_keys, verp_profiles,
-            heartbeat_interval, summary_interval, log_format, log_level):
+            webhook_secrets, webhook_ca_file, heartbeat_interval, summary_interval, log_format, log_level):
     """Claim, render and send mail until stopped.
 
     The loop: reclaim -> claim_batch -> render -> send on N connections ->
@@ -143,7 +151,7 @@ def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, l
     release the rest, all within --grace; a second signal exits at once.
     """
     from mailroom import metrics, signing
-    from mailroom.send import dkim, unsubscribe, verp
+    from mailroom.send import dkim, unsubscribe, verp, webhooks
     from mailroom.send.runner import FatalError, Runner, Settings, default_worker_name
     from mailroom.send.transport import Transport, TransportConfigError, parse_url
 
@@ -174,6 +182,11 @@ def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, l
         click.echo(f"mailroom: {e}", err=True)
         sys.exit(exitcodes.USAGE)
     try:
+        webhook_keys = webhooks.load_secrets(webhook_secrets)
+    except signing.SigningKeyError as e:
+        click.echo(f"mailroom: {e}", err=True)
+        sys.exit(exitcodes.USAGE)
+    try:
         url = parse_url(smtp_url, default_timeout=smtp_timeout)
         settings = Settings(
             dsns=dsns, pooled=pooled, listen_dsns=list(listen_dsns), smtp=smtp_url, concurrency=concurrency, batch=batch, lease=lease, sender=sender,
@@ -183,6 +196,7 @@ def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, l
             unsubscribe=unsubscribing, verp_domains=verp_domains,
             verp=verp.Verp(keyring) if verp_domains else None,
             heartbeat_interval=heartbeat_interval, summary_interval=summary_interval,
+            webhook_secrets=webhook_keys, webhook_ca_file=webhook_ca_file,
         )
         runner = Runner(settings, Transport(url))
     except (TransportConfigError, ValueError) as e:

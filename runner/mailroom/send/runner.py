@@ -96,6 +96,9 @@ class Settings:
     # Through a transaction-mode pooler (--pooled): see mailroom.send.database.
     pooled: bool = False
     listen_dsns: list[str] = field(default_factory=list, repr=False)  # direct sessions, one per --dsn
+    # The event feed's webhooks (mailroom.send.webhooks): none without secrets.
+    webhook_secrets: object = field(default=None, repr=False)  # signing.Keyring
+    webhook_ca_file: str | None = None
 
     def __post_init__(self):
         if isinstance(self.dsns, str):
@@ -269,6 +272,14 @@ class Runner:
             t = threading.Thread(target=target, args=args, name=name, daemon=True)
             t.start()
             self._threads.append(t)
+        if self.s.webhook_secrets is not None:
+            from mailroom.send.webhooks import WebhookDeliverer
+
+            for db in self.databases:  # threads and a connection of their own: never in the mail's way
+                deliverer = WebhookDeliverer(db.dsn, self.s.webhook_secrets, self.s.worker, self.stopping,
+                                             ca_file=self.s.webhook_ca_file, label=db.name)
+                deliverer.start()
+                self._threads.append(deliverer.thread)
 
     # -- the main loop: when to claim, when to wait ----------------------------------------
     def _main_loop(self) -> None:

@@ -247,3 +247,37 @@ def test_cli_forget_asks_for_confirmation(db_url, conn):
     assert tables_naming(conn, PERSON) == []
     code, out, err = run("forget", "not-an-address", "--dsn", db_url, "--yes")
     assert code == 2 and "mailroom: address:" in err
+
+
+def test_the_console_forgets_behind_its_csrf_token(conn, db_url):
+    """The console's Forget (Suppressions page), as a mailroom_operator login:
+    refused without the page's CSRF token or the confirmation, done with both."""
+    import re
+    import uuid
+
+    from mailroom.web.console import create_app
+    from mailroom.web.console.db import Database
+
+    name = f"t_console_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE mailroom_operator')
+    db = Database(as_user(db_url, name))
+    db.open()
+    try:
+        enqueue(conn, PERSON, subject="Hello", body_text="Body")
+        client = create_app(database=db, trust_header="X-Remote-User", secret_key="test").test_client()
+        who = {"X-Remote-User": "ops"}
+        page = client.get("/suppressions", headers=who).get_data(as_text=True)
+        assert 'id="forget-form"' in page
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+        assert client.post("/suppressions/forget", data={"address": PERSON, "confirm": "yes"},
+                           headers=who).status_code == 400
+        client.post("/suppressions/forget", data={"address": PERSON, "csrf_token": token}, headers=who)
+        assert tables_naming(conn, PERSON) != []  # not confirmed: nothing erased
+        done = client.post("/suppressions/forget", data={"address": PERSON, "csrf_token": token, "confirm": "yes"},
+                           headers=who, follow_redirects=True)
+        assert done.status_code == 200 and "forgot an address" in done.get_data(as_text=True)
+        assert PERSON.lower() not in done.get_data(as_text=True).lower()
+        assert tables_naming(conn, PERSON) == []
+    finally:
+        db.close()
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')

@@ -157,7 +157,7 @@ CREATE OR REPLACE FUNCTION mailroom._forgotten_hash(p_address_key text)
 RETURNS bytea
 LANGUAGE sql
 STABLE STRICT
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   SELECT sha256(k.outer_pad || sha256(k.inner_pad || convert_to(lower(p_address_key), 'UTF8')))
   FROM mailroom.erasure_pepper k

@@ -43,7 +43,7 @@ CREATE OR REPLACE FUNCTION mailroom._mentions(p_text text, p_needle text)
 RETURNS boolean
 LANGUAGE sql
 IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$ SELECT strpos(lower(p_text), lower(p_needle)) > 0 $$;
 ALTER FUNCTION mailroom._mentions(text, text) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._mentions(text, text) FROM PUBLIC;
@@ -54,7 +54,7 @@ CREATE OR REPLACE FUNCTION mailroom.forget(p_address text)
 RETURNS TABLE (part text, rows bigint)
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -221,7 +221,7 @@ RETURNS boolean
 LANGUAGE sql
 STABLE STRICT
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   SELECT EXISTS (SELECT FROM mailroom.forgotten_addresses f
                  WHERE f.key_hash = mailroom._forgotten_hash(mailroom._address_key(p_address)))

@@ -129,8 +129,13 @@ BEGIN
   -- Suppressed addresses (for all streams or for this one) are recorded,
   -- not refused: the application's transaction goes on and the decision
   -- stays auditable.
+  -- A forgotten address (mailroom.forget) is suppressed for every stream;
+  -- its hash is worked out only when some address is forgotten at all.
   IF EXISTS (SELECT FROM mailroom.suppressions s
-             WHERE s.address_key = mailroom._address_key(p_to) AND (s.stream IS NULL OR s.stream = p_stream)) THEN
+             WHERE s.address_key = mailroom._address_key(p_to) AND (s.stream IS NULL OR s.stream = p_stream))
+     OR (EXISTS (SELECT FROM mailroom.forgotten_addresses)
+         AND EXISTS (SELECT FROM mailroom.forgotten_addresses f
+                     WHERE f.key_hash = mailroom._forgotten_hash(mailroom._address_key(p_to)))) THEN
     v_status := 'cancelled';
     v_reason := 'suppressed';
   END IF;

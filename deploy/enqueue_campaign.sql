@@ -297,6 +297,13 @@ BEGIN
   v_known := CASE WHEN v_rerun THEN
     'WHERE NOT EXISTS (SELECT FROM mailroom.contents k WHERE k.delivery_key = ''campaign:'' || $1 || '':'' || r.recipient_id)'
     ELSE '' END;
+  -- Forgotten addresses (mailroom.forget) are left out: never written, so
+  -- an erased person is not stored again by a campaign that still lists
+  -- them. Only when some address is forgotten: a hash per recipient.
+  IF EXISTS (SELECT FROM mailroom.forgotten_addresses) THEN
+    v_known := CASE WHEN v_known = '' THEN 'WHERE ' ELSE v_known || ' AND ' END
+      || 'NOT EXISTS (SELECT FROM mailroom.forgotten_addresses f WHERE f.key_hash = mailroom._forgotten_hash(mailroom._address_key(r.email)))';
+  END IF;
   -- In delivery-key order (the key's own expression and collation, so the
   -- order is the unique index's whatever the database's locale): the index
   -- is filled left to right instead of at random leaves. nextval is taken

@@ -1,8 +1,10 @@
 -- Revert mailroom:claim_batch from pg: back to the v0.4.0 gate, whose
 -- re-check of a paused campaign or sender takes a plain FOR SHARE (a claim
 -- waits behind an uncommitted pause_campaign, resume_campaign or
--- resume_sender). The change redefined only _claim_refused and added
--- _claim_recheck_delay: every other function of it is as in v0.4.0.
+-- resume_sender), and whose suppression test knows no forgotten addresses.
+-- The change redefined _claim_refused and _claim_gate and added
+-- _claim_recheck_delay, the forgotten addresses and their pepper: every
+-- other function of it is as in v0.4.0.
 
 BEGIN;
 
@@ -84,5 +86,45 @@ COMMENT ON FUNCTION mailroom._claim_refused(bigint[], uuid, text[], timestamptz)
   'Internal (claim_batch): moves the picks of a claim that the gate refuses now (cancelled with a ledger row, paused, parked for a paused sender, re-timed to the send window''s next opening); the ones leased under p_token are left alone.';
 
 DROP FUNCTION mailroom._claim_recheck_delay();
+
+-- The v0.4.0 gate: suppressions only.
+CREATE OR REPLACE FUNCTION mailroom._claim_gate(
+  p_address_key    text,
+  p_stream         text,
+  p_campaign_id    bigint,
+  p_schedule_id    bigint,
+  p_recipient_zone text,
+  p_now            timestamptz
+)
+RETURNS TABLE (verdict text)
+LANGUAGE sql
+STABLE
+AS $$
+  SELECT CASE
+           WHEN EXISTS (SELECT FROM mailroom.suppressions s
+                        WHERE s.address_key = p_address_key AND (s.stream IS NULL OR s.stream = p_stream)) THEN 'suppressed'
+           WHEN p_campaign_id IS NULL AND p_schedule_id IS NULL THEN 'claim'
+           ELSE (SELECT CASE
+                          WHEN k.status = 'cancelled' THEN 'campaign_cancelled'
+                          WHEN k.status = 'paused' THEN 'paused'
+                          WHEN NOT sc.active THEN 'schedule_inactive'
+                          WHEN mailroom._window_opening(p_recipient_zone, k.time_zone, k.window_start, k.window_end,
+                                                        sc.time_zone, sc.window_start, sc.window_end, p_now) > p_now
+                            THEN 'window'
+                          ELSE 'claim'
+                        END
+                 FROM (SELECT) AS one
+                 LEFT JOIN mailroom.campaigns k ON k.id = p_campaign_id
+                 LEFT JOIN mailroom.schedules sc ON sc.id = p_schedule_id)
+         END
+$$;
+ALTER FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
+  'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window for a mail to the address whose suppression key is p_address_key (contents.address_key), of that stream, campaign or schedule, at p_now.';
+
+DROP FUNCTION mailroom._forgotten_hash(text);
+DROP TABLE mailroom.forgotten_addresses;
+DROP TABLE mailroom.erasure_pepper;
 
 COMMIT;

@@ -29,6 +29,8 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('cache_sweep(bigint)', 'operator', 'definer'),
   ('cache_unlock(text)', 'app', 'definer'),
   ('cancel(bigint[], text)', 'operator', 'definer'),
+  ('forget(text)', 'operator', 'definer'),  -- erasure (docs/erasure.md)
+  ('is_forgotten(text)', 'operator', 'definer'),
   ('cancel_campaign(bigint)', 'app,operator', 'definer'),
   ('campaign_summaries(integer)', 'operator', 'definer'),  -- the console's campaigns page
   ('_campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone)', 'app,operator', 'definer'),  -- campaign_progress's readers call it
@@ -145,6 +147,8 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_campaign_queue_chunk(bigint, integer, timestamp with time zone)', '', 'definer'),
   ('_campaign_top_up(timestamp with time zone)', '', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
+  ('_forgotten_hash(text)', '', 'invoker'),
+  ('_mentions(text, text)', '', 'invoker'),
   ('_check_stream(text)', '', 'definer'),
   ('_check_body(text, text)', '', 'invoker'),
   ('_check_header_text(text, text)', '', 'invoker'),

@@ -64,6 +64,7 @@ SQL_RETRY_CAMPAIGN = "SELECT mailroom.retry_campaign(%(campaign)s) AS retried"
 SQL_CANCEL = "SELECT * FROM mailroom.cancel(%(ids)s::bigint[], %(reason)s)"
 SQL_REVIEW_LIST = "SELECT * FROM mailroom.review_queue LIMIT %(limit)s"
 SQL_RESOLVE = "SELECT mailroom.resolve_review(%(id)s, %(decision)s) AS status"
+SQL_FORGET = "SELECT part, rows FROM mailroom.forget(%(address)s)"
 
 EXIT_NOT_FOUND = 1
 EXIT_BAD_INPUT = 2
@@ -503,7 +504,33 @@ def resume(dsn: str | None, as_json: bool, campaign: int | None, sender: str | N
         click.echo(f"resumed {what}: {n} mail(s) queued again")
 
 
-COMMANDS: tuple[click.Command, ...] = (status, inspect, retry, cancel, review, resume)
+@click.command("forget")
+@dsn_option
+@json_option
+@click.option("--yes", is_flag=True, help="Confirm: this erases the person's mail content and cannot be undone.")
+@click.argument("address")
+def forget(dsn: str | None, as_json: bool, yes: bool, address: str) -> None:
+    """Erase ADDRESS (GDPR/CCPA): its mail's content, the relay's answers,
+    feedback, unparsed inbound mail, cache entries, schedules and
+    suppressions; live mail is cancelled. Only a keyed hash is kept, which
+    refuses new mail to it on every stream. Idempotent. See docs/erasure.md.
+    """
+    if not yes:
+        raise OperatorError(f"forget erases what mailroom holds about {address} and cannot be undone:"
+                            " run again with --yes", EXIT_BAD_INPUT)
+    with _connection(dsn) as conn:
+        removed = {r["part"]: r["rows"] for r in conn.execute(SQL_FORGET, {"address": address}).fetchall()}
+    if as_json:
+        _emit_json(removed)
+        return
+    click.echo(_table([{"part": k, "rows": v} for k, v in removed.items()], [("part", "part"), ("rows", "rows")]))
+    click.echo("forgotten now" if removed.get("forgotten_addresses") else "was forgotten already")
+    if removed.get("in_flight"):
+        click.echo(f"{removed['in_flight']} mail(s) were being sent: run forget again once they are reported,"
+                   " to erase the relay's answers", err=True)
+
+
+COMMANDS: tuple[click.Command, ...] = (status, inspect, retry, cancel, review, resume, forget)
 
 
 def register(group: click.Group) -> None:

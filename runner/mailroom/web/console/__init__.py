@@ -352,6 +352,17 @@ def _install_views(app: Flask) -> None:
         _write(sql.UNSUPPRESS, {"address": address}, f"lifted the suppression of {address}")
         return redirect(url_for("suppressions"))
 
+    @app.post("/suppressions/forget")
+    def suppression_forget():
+        # The address stays out of the log line, the message and the URL:
+        # erasing it is the point.
+        if request.form.get("confirm") != "yes":
+            flash("forget erases the person's mail content and cannot be undone: tick the box to confirm", "error")
+        else:
+            _write(sql.FORGET, {"address": request.form.get("address", "").strip()},
+                   "forgot an address: {result}")
+        return redirect(url_for("suppressions"))
+
     @app.get("/schedules")
     def schedules():
         return render_template("schedules.html", schedules=_db().all(sql.SCHEDULES))

@@ -139,6 +139,8 @@ INSPECT = "SELECT mailroom.inspect(%(ref)s) AS mail"
 SUPPRESSIONS = "SELECT * FROM mailroom.suppression_search(%(q)s, 200)"
 SUPPRESS = "SELECT mailroom.suppress(%(address)s, %(reason)s, %(source)s) AS result"
 UNSUPPRESS = "SELECT mailroom.unsuppress(%(address)s) AS result"
+FORGET = ("SELECT coalesce(string_agg(f.part || ' ' || f.rows, ', ') FILTER (WHERE f.rows > 0), 'nothing') AS result"
+          " FROM mailroom.forget(%(address)s) AS f")
 SCHEDULES = "SELECT * FROM mailroom.schedule_list(500)"
 SEND_RATES = "SELECT * FROM mailroom.send_rate_usage()"
 DESTINATION_RATES = "SELECT * FROM mailroom.destination_rates()"

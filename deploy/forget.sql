@@ -7,6 +7,7 @@
 -- requires: table_schedules
 -- requires: address_wire_form
 -- requires: integrity_problems
+-- requires: forgotten_addresses
 -- requires: claim_batch
 -- requires: enqueue
 -- requires: enqueue_campaign
@@ -27,8 +28,9 @@
 -- owner-only and stays in the database; a dump that holds the hashes
 -- holds the pepper too, so keep dumps as private as the database.
 --
--- The tables and the hash are made by the change claim_batch (its gate
--- reads them, and it comes first in the plan). Written with PostgreSQL's
+-- The tables and the hash are made by the change forgotten_addresses
+-- (claim_batch's gate, enqueue and enqueue_campaign read them, and they
+-- come before this change in the plan). Written with PostgreSQL's
 -- own sha256() (the HMAC construction of RFC
 -- 2104, with the key's inner and outer pads stored) rather than pgcrypto's
 -- hmac(): the gate is inlined into the claim and so names every function

@@ -3,7 +3,7 @@
 -- waits behind an uncommitted pause_campaign, resume_campaign or
 -- resume_sender), and whose suppression test knows no forgotten addresses.
 -- The change redefined _claim_refused and _claim_gate and added
--- _claim_recheck_delay, the forgotten addresses and their pepper: every
+-- _claim_recheck_delay: every
 -- other function of it is as in v0.4.0.
 
 BEGIN;
@@ -122,9 +122,5 @@ ALTER FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestampt
 REVOKE ALL ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz) IS
   'Internal (inlined into claim_batch): claim, suppressed (for all streams or for p_stream), campaign_cancelled, paused, schedule_inactive or window for a mail to the address whose suppression key is p_address_key (contents.address_key), of that stream, campaign or schedule, at p_now.';
-
-DROP FUNCTION mailroom._forgotten_hash(text);
-DROP TABLE mailroom.forgotten_addresses;
-DROP TABLE mailroom.erasure_pepper;
 
 COMMIT;

@@ -1,6 +1,6 @@
 -- Revert mailroom:forget from pg. The forgotten addresses' table, their
--- hashes and the pepper belong to claim_batch and stay (its gate still
--- refuses mail to them).
+-- hashes and the pepper belong to the change forgotten_addresses and stay
+-- (claim_batch's gate still refuses mail to them).
 
 BEGIN;
 

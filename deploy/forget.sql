@@ -12,6 +12,7 @@
 -- requires: enqueue
 -- requires: enqueue_campaign
 -- requires: cache_get_or_lock
+-- requires: event_feed
 
 -- Erasure (GDPR art. 17, CCPA deletion; issue 30, item 5). mailroom.forget
 -- removes one person's address and what names them from every table that
@@ -77,6 +78,7 @@ DECLARE
   v_cache     bigint;
   v_schedules bigint;
   v_suppr     bigint;
+  v_events    bigint;
 BEGIN
   PERFORM mailroom._check_address('address', p_address);
   IF strpos(p_address, '@') = 0 THEN
@@ -198,6 +200,17 @@ BEGIN
   DELETE FROM mailroom.suppressions s WHERE lower(s.address_key) = v_wire;
   GET DIAGNOSTICS v_suppr = ROW_COUNT;
 
+  -- The event feed: the events stay (an application may not have read
+  -- them yet); the address and any relay's answer or reporter's detail go.
+  -- Last, so that the events this forget itself wrote (the cancels, the
+  -- hash's own suppressions) are covered too.
+  UPDATE mailroom.events e
+  SET address = CASE WHEN e.address IS NOT NULL THEN v_erased END,
+      detail  = NULL
+  WHERE (e.message_id = ANY (v_ids) OR lower(e.address) = v_wire OR mailroom._mentions(e.detail, v_wire))
+    AND (e.detail IS NOT NULL OR e.address <> v_erased);
+  GET DIAGNOSTICS v_events = ROW_COUNT;
+
   RETURN QUERY VALUES
     ('forgotten_addresses', v_new),
     ('cancelled', v_cancelled),
@@ -208,7 +221,8 @@ BEGIN
     ('inbound_unparsed', v_unparsed),
     ('cache', v_cache),
     ('schedules', v_schedules),
-    ('suppressions', v_suppr);
+    ('suppressions', v_suppr),
+    ('events', v_events);
 END
 $$;
 ALTER FUNCTION mailroom.forget(text) OWNER TO mailroom_owner;

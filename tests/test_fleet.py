@@ -355,10 +355,10 @@ def test_the_fleet_plan_reverts_and_redeploys_beside_a_configured_server(fleet):
         assert c.execute("SELECT shards FROM mailroom_fleet.fleet_summary()").fetchone()["shards"] == 2
 
 
-def test_mailroom_status_fleet_shows_every_shard_and_says_when_one_is_down(fleet):
+def test_mailroom_status_fleet_shows_every_shard_and_marks_the_one_down(fleet):
     """`mailroom status --fleet --dsn DIRECTORY`: a row per shard and the fleet's
-    total; a shard down makes it fail with exit 3 naming the cause, never a
-    table that leaves the shard out."""
+    total; a shard down is shown DOWN with its error, the others still
+    answer, and the command exits 3."""
     from mailroom import exitcodes
     from tests.operatorkit import as_user, run
 
@@ -375,11 +375,17 @@ def test_mailroom_status_fleet_shows_every_shard_and_says_when_one_is_down(fleet
     report = json.loads(out)
     by_shard = {r["shard"]: r["messages"] for r in report["shards"]}
     assert by_shard == {a: before[a] + 1, b: before[b] + 2}
-    assert report["fleet"]["messages"] == sum(by_shard.values())
+    assert report["fleet"]["messages"] == sum(by_shard.values()) and report["down"] == []
     code, out, _ = run("status", "--fleet", "--dsn", directory)
     assert code == 0 and "SHARDS" in out and a in out and b in out and "all 2 shards" in out
     with fleet.shard_down(b):
         code, out, err = run("status", "--fleet", "--dsn", directory)
-    assert code == exitcodes.UNREACHABLE and "a shard did not answer" in err and "SHARDS" not in out, (code, out, err)
+        jcode, jout, _ = run("status", "--fleet", "--dsn", directory, "--json")
+    assert code == exitcodes.UNREACHABLE and "1 of 2 shards did not answer" in err, (code, out, err)
+    assert "DOWN" in out and f"! {b}: shard_down: partition p1, p3 (dbname {b})" in out and "1 of 2 shards" in out
+    down = json.loads(jout)
+    assert jcode == exitcodes.UNREACHABLE and down["down"] == [b]
+    assert {r["shard"]: r["answered"] for r in down["shards"]} == {a: True, b: False}
+    assert down["fleet"]["messages"] == before[a] + 1
     code, _, err = run("status", "--fleet", "--dsn", fleet.shards[0])
     assert code == exitcodes.USAGE and "no fleet directory" in err, err

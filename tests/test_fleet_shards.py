@@ -102,19 +102,20 @@ def test_a_shard_down_is_marked_and_the_others_still_answer(fleet):
     assert f"[{down}]" in str(error) and "Connection refused" in str(error)
 
 
-def test_a_hung_shard_fails_fleet_calls_after_connect_timeout(fleet):
-    """A shard that accepts TCP and never answers: the call ends at the
-    connect_timeout of the partition's connect string with PL/Proxy's
-    error, not at the test's guard; shard_status marks it and answers."""
-    up, down = fleet.names
+def test_a_hung_shard_is_ended_by_the_directorys_statement_timeout_only(fleet):
+    """A shard that accepts TCP and never answers the startup: PL/Proxy 2.10
+    ends it neither at the connect string's connect_timeout nor at the
+    server's query_timeout (checked), so the protection is a
+    statement_timeout on the directory session (docs/fleet.md): the call
+    then fails with 57014 instead of hanging forever."""
+    down = fleet.names[1]
     with _silent_listener() as port:
         hung = f"dbname={down} host=127.0.0.1 port={port} connect_timeout=2"
-        with fleet.shard_down(down, connstr=hung):
-            error = _fails(fleet, "SELECT * FROM mailroom_fleet.queue_summary()")
-            status = _status(fleet)
-    assert f"[{down}]" in str(error) and "timeout" in str(error).lower(), str(error)
-    assert status[up]["answered"] is True
-    assert status[down]["answered"] is False and "timeout" in status[down]["error"].lower(), status[down]
+        with fleet.shard_down(down, connstr=hung), fleet.call() as c:
+            c.execute("SET statement_timeout = '5s'")
+            for call in ("SELECT * FROM mailroom_fleet.queue_summary()", "SELECT * FROM mailroom_fleet.shard_status()"):
+                with pytest.raises(psycopg.errors.QueryCanceled):
+                    c.execute(call)
 
 
 @contextmanager

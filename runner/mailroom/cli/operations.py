@@ -53,9 +53,9 @@ SQL_BREAKER = """
 SQL_THROTTLES = "SELECT * FROM mailroom.destination_rates()"
 SQL_WARMUPS = "SELECT * FROM mailroom.sender_warmup_status()"
 # A fleet directory (fleet/, docs/fleet.md): PL/Proxy over every shard.
-SQL_FLEET_SHARDS = "SELECT * FROM mailroom_fleet.queue_summary() ORDER BY shard"
-SQL_FLEET_WARNINGS = ("SELECT shard, warning, messages, detail FROM mailroom_fleet.queue_stats()"
-                      " WHERE kind = 'warning' ORDER BY shard, warning")
+# shard_status asks each shard on its own: one that does not answer is a row
+# marked answered = false, the others still answer.
+SQL_FLEET_SHARDS = "SELECT * FROM mailroom_fleet.shard_status() ORDER BY shard"
 SQL_RESUME_CAMPAIGN = "SELECT mailroom.resume_campaign(%(campaign)s) AS resumed"
 SQL_RESUME_SENDER = "SELECT mailroom.resume_sender(%(sender)s) AS resumed"
 SQL_INSPECT = "SELECT mailroom.inspect(%(ref)s) AS message"
@@ -274,38 +274,48 @@ def _warmups_section(warmups: list[dict[str, Any]]) -> str:
 
 
 def _fleet_status(dsn: str | None, as_json: bool) -> None:
-    """One row per shard from the directory. A fleet call needs every shard:
-    one that cannot be reached fails it, and this says so (no partial table)."""
+    """One row per shard from the directory (mailroom_fleet.shard_status). A
+    shard that does not answer is shown as DOWN with its error, the others
+    still answer, and the command exits 3: the total is only of the shards
+    that answered."""
     with _connection(dsn) as conn:
         try:
-            shards = conn.execute(SQL_FLEET_SHARDS).fetchall()
-            warnings = conn.execute(SQL_FLEET_WARNINGS).fetchall()
+            conn.execute("SET statement_timeout = '60s'")  # a hung shard is not ended by PL/Proxy's timeouts
+            rows = conn.execute(SQL_FLEET_SHARDS).fetchall()
         except (psycopg.errors.UndefinedFunction, psycopg.errors.InvalidSchemaName) as e:
             raise OperatorError("this database is no fleet directory (deploy fleet/ there: docs/fleet.md)",
                                 EXIT_BAD_INPUT) from e
-        except psycopg.Error as e:
-            if (e.diag.sqlstate or "").startswith(("08", "42")):
-                raise
-            text = (e.diag.message_primary or str(e)).strip().splitlines()[0]
-            raise OperatorError(f"a shard did not answer, so the fleet has no status: {text}",
-                                EXIT_UNREACHABLE) from e
+        except psycopg.errors.QueryCanceled as e:
+            raise OperatorError("the fleet did not answer within 60 s: a shard accepts connections and never "
+                                "answers (docs/fleet.md)", EXIT_UNREACHABLE) from e
+    shards = [r for r in rows if r["answered"]]
+    down = [r for r in rows if not r["answered"]]
+    warnings = [{"shard": r["shard"], **w} for r in shards for w in r["warning_list"]]
     keys = ("messages", "due", "queued", "sending", "paused", "review")
-    total = {"shard": f"all {len(shards)} shards", **{k: sum(r[k] for r in shards) for k in keys},
+    total = {"shard": f"all {len(shards)} shards" if not down else f"{len(shards)} of {len(rows)} shards",
+             **{k: sum(r[k] for r in shards) for k in keys},
              "oldest_age": max((r["oldest_age"] for r in shards if r["oldest_age"] is not None), default=None),
              "oldest_due_age": max((r["oldest_due_age"] for r in shards if r["oldest_due_age"] is not None),
                                    default=None),
              "warnings": sum(r["warnings"] for r in shards)}
     if as_json:
-        _emit_json({"shards": shards, "fleet": total, "warnings": warnings})
-        return
-    click.echo("SHARDS")
-    click.echo(_table(shards + [total], [("shard", "shard"), *((k, k) for k in keys), ("oldest_age", "oldest"),
-                                         ("oldest_due_age", "overdue"), ("warnings", "warnings")]))
-    click.echo("\nWARNINGS")
-    for w in warnings:
-        click.echo(f"! {w['shard']}: {w['warning']}: {w['detail']}")
-    if not warnings:
-        click.echo("none")
+        _emit_json({"shards": [{k: v for k, v in r.items() if k != "warning_list"} for r in rows],
+                    "fleet": total, "warnings": warnings, "down": [r["shard"] for r in down]})
+    else:
+        click.echo("SHARDS")
+        shown = [r if r["answered"] else {**r, **{k: "DOWN" for k in keys}} for r in rows]
+        click.echo(_table(shown + [total], [("shard", "shard"), *((k, k) for k in keys), ("oldest_age", "oldest"),
+                                            ("oldest_due_age", "overdue"), ("warnings", "warnings")]))
+        click.echo("\nWARNINGS")
+        for r in down:
+            click.echo(f"! {r['shard']}: shard_down: {r['error']}")
+        for w in warnings:
+            click.echo(f"! {w['shard']}: {w['warning']}: {w['detail']}")
+        if not warnings and not down:
+            click.echo("none")
+    if down:
+        raise OperatorError(f"{len(down)} of {len(rows)} shards did not answer: "
+                            + "; ".join(r["error"].splitlines()[0] for r in down), EXIT_UNREACHABLE)
 
 
 def _runners_section(runners: list[dict[str, Any]]) -> str:

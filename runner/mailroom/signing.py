@@ -106,21 +106,24 @@ class Keyring:
             raise SigningKeyError(f"{source}: {exc}") from None
 
     @classmethod
-    def load(cls, path: str | None = None, environ: Mapping[str, str] | None = None) -> "Keyring":
-        """From `path`, else the file in MAILROOM_SIGNING_KEYS_FILE, else MAILROOM_SIGNING_KEYS."""
+    def load(cls, path: str | None = None, environ: Mapping[str, str] | None = None, *,
+             env_file: str = ENV_FILE, env_inline: str = ENV_KEYS, what: str = "signing keys") -> "Keyring":
+        """From `path`, else the file named in env_file (MAILROOM_SIGNING_KEYS_FILE), else the
+        keys in env_inline (MAILROOM_SIGNING_KEYS). The webhook secrets are read the same way
+        under their own variables."""
         env = os.environ if environ is None else environ
-        path = path or env.get(ENV_FILE) or None
+        path = path or env.get(env_file) or None
         if path:
             try:
                 with open(path, encoding="utf-8") as handle:
                     text = handle.read()
             except (OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-                raise SigningKeyError(f"signing keys file {path}: {reason}") from None
-            return cls.parse(text, source=f"signing keys file {path}")
-        if env.get(ENV_KEYS):
-            return cls.parse(env[ENV_KEYS], source=ENV_KEYS)
-        raise SigningKeyError(f"no signing keys: give a keys file, or set {ENV_FILE} or {ENV_KEYS}")
+                raise SigningKeyError(f"{what} file {path}: {reason}") from None
+            return cls.parse(text, source=f"{what} file {path}")
+        if env.get(env_inline):
+            return cls.parse(env[env_inline], source=env_inline)
+        raise SigningKeyError(f"no {what}: give a keys file, or set {env_file} or {env_inline}")
 
     def secret(self, kid: str) -> bytes:
         """The secret of key kid (webhook signing: each endpoint names its key)."""

@@ -80,18 +80,9 @@ def load_secrets(path: str | None = None, environ: Mapping[str, str] | None = No
     import os
 
     env = os.environ if environ is None else environ
-    path = path or env.get(ENV_FILE) or None
-    if path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-            raise SigningKeyError(f"webhook secrets file {path}: {reason}") from None
-        return Keyring.parse(text, source=f"webhook secrets file {path}")
-    if env.get(ENV_SECRETS):
-        return Keyring.parse(env[ENV_SECRETS], source=ENV_SECRETS)
-    return None
+    if not (path or env.get(ENV_FILE) or env.get(ENV_SECRETS)):
+        return None
+    return Keyring.load(path, env, env_file=ENV_FILE, env_inline=ENV_SECRETS, what="webhook secrets")
 
 
 def payload(e: dict) -> bytes:

@@ -72,6 +72,17 @@ COMMENT ON COLUMN mailroom.events.stream IS
 COMMENT ON COLUMN mailroom.events.detail IS
   'The SMTP reply text, the feedback''s detail, or the suppression''s source.';
 
+-- Erasure (mailroom.forget) finds a person's events by key, not by reading
+-- the feed: ledger events by their mail's id, the others by address. The
+-- address index costs only the rare events that carry one (complaints,
+-- suppressions); the mail id index costs each ledger event one B-tree entry
+-- appended near the right edge (measured with bench/event_feed.py, see
+-- docs/events.md).
+CREATE INDEX events_message_idx ON mailroom.events (message_id) WHERE message_id IS NOT NULL;
+CREATE INDEX events_address_idx ON mailroom.events (lower(address)) WHERE address IS NOT NULL;
+COMMENT ON INDEX mailroom.events_message_idx IS 'mailroom.forget: the events of a person''s mail.';
+COMMENT ON INDEX mailroom.events_address_idx IS 'mailroom.forget: the complaints and suppressions that name a person.';
+
 CREATE FUNCTION mailroom._events_from_ledger()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -263,8 +274,25 @@ COMMENT ON FUNCTION mailroom.events_head() IS
 
 INSERT INTO mailroom.settings (key, value, description) VALUES
   ('event_retention', '30 days',
-   'Events of the event feed older than this are retired by mailroom.prune_events (at least 1 day). A reader or webhook endpoint further behind loses them.')
+   'Events of the event feed older than this are retired by mailroom.prune_events (at least 1 day), unless an active webhook endpoint has not had them yet (then up to event_retention_max). A reader further behind loses them.'),
+  ('event_retention_max', '60 days',
+   'The most an event is kept for an active (not paused) webhook endpoint that has not had it yet: prune_events retires it at this age whoever is behind. A paused endpoint holds nothing.')
 ON CONFLICT (key) DO NOTHING;
+
+-- Who must not lose events yet: the oldest cursor a reader the feed keeps
+-- events for still stands at, or no row. None here; webhook_delivery
+-- replaces it with its active endpoints' oldest cursor.
+CREATE FUNCTION mailroom._events_held(OUT xid xid8, OUT id bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT NULL::xid8, NULL::bigint WHERE false
+$$;
+ALTER FUNCTION mailroom._events_held() OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom._events_held() FROM PUBLIC;
+COMMENT ON FUNCTION mailroom._events_held() IS
+  'Internal (prune_events): the oldest feed cursor a reader still needs the events after, or no row.';
 
 CREATE FUNCTION mailroom._prune_events(p_batch integer DEFAULT NULL, p_now timestamptz DEFAULT now())
 RETURNS TABLE (events bigint, batches integer, more boolean)
@@ -274,9 +302,12 @@ SET search_path = mailroom, pg_temp
 AS $$
 DECLARE
   v_age         text    := mailroom._setting('event_retention');
+  v_age_max     text    := coalesce(mailroom._setting('event_retention_max'), '60 days');
   v_batch       integer := coalesce(p_batch, mailroom._setting('prune_batch_size')::integer, 5000);
   v_max_batches integer := coalesce(mailroom._setting('prune_max_batches')::integer, 20);
   v_cutoff      timestamptz;
+  v_cutoff_max  timestamptz;
+  v_held        record;
   v_events      bigint  := 0;
   v_batches     integer := 0;
   v_more        boolean := false;
@@ -290,9 +321,14 @@ BEGIN
     PERFORM mailroom._check_range('batch', p_batch, 1, 1000000);
   END IF;
   PERFORM mailroom._check_setting('event_retention', v_age);
+  PERFORM mailroom._check_setting('event_retention_max', v_age_max);
   PERFORM mailroom._check_range('prune_batch_size', v_batch, 1, 1000000);
   PERFORM mailroom._check_range('prune_max_batches', v_max_batches, 1, 10000);
   v_cutoff := p_now - v_age::interval;
+  v_cutoff_max := least(v_cutoff, p_now - v_age_max::interval);
+  -- An active webhook endpoint behind keeps what it has not had, up to
+  -- event_retention_max (a paused one holds nothing: it may never return).
+  SELECT h.xid, h.id INTO v_held FROM mailroom._events_held() h ORDER BY h.xid, h.id LIMIT 1;
 
   -- The feed's oldest rows by its own key (no index of its own for prune:
   -- every event pays for each B-tree). Each batch takes the first rows and
@@ -305,6 +341,7 @@ BEGIN
     gone AS (
       DELETE FROM mailroom.events e USING head h
       WHERE e.xid = h.xid AND e.id = h.id AND h.occurred_at < v_cutoff
+        AND (v_held.xid IS NULL OR (h.xid, h.id) <= (v_held.xid, v_held.id) OR h.occurred_at < v_cutoff_max)
       RETURNING 1
     )
     SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM gone) INTO v_taken, v_gone;
@@ -319,7 +356,7 @@ $$;
 ALTER FUNCTION mailroom._prune_events(integer, timestamptz) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom._prune_events(integer, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom._prune_events(integer, timestamptz) IS
-  'Owner only (tests pin the clock): mailroom.prune_events with the cut-off at p_now minus event_retention.';
+  'Owner only (tests pin the clock): mailroom.prune_events with the cut-off at p_now minus event_retention (minus event_retention_max for events an active webhook endpoint has not had).';
 
 CREATE FUNCTION mailroom.prune_events(p_batch integer DEFAULT NULL)
 RETURNS TABLE (events bigint, batches integer, more boolean)
@@ -333,7 +370,7 @@ ALTER FUNCTION mailroom.prune_events(integer) OWNER TO mailroom_owner;
 REVOKE ALL ON FUNCTION mailroom.prune_events(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.prune_events(integer) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.prune_events(integer) IS
-  'Retire feed events older than setting event_retention (30 days by default), oldest first in feed order, in batches of p_batch rows (default: prune_batch_size), at most prune_max_batches per call; more = true when it stopped at that bound.';
+  'Retire feed events older than setting event_retention (30 days by default; those an active webhook endpoint has not had yet: event_retention_max, 60 days), oldest first in feed order, in batches of p_batch rows (default: prune_batch_size), at most prune_max_batches per call; more = true when it stopped at that bound.';
 
 DO $$
 BEGIN

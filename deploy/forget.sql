@@ -79,6 +79,7 @@ DECLARE
   v_schedules bigint;
   v_suppr     bigint;
   v_events    bigint;
+  v_feedback_ids bigint[];
 BEGIN
   PERFORM mailroom._check_address('address', p_address);
   IF strpos(p_address, '@') = 0 THEN
@@ -157,14 +158,21 @@ BEGIN
   -- Feedback: the events stay (the rates and the breaker count them, and
   -- their event keys keep a repeated report from counting twice); the
   -- address and the reporter's detail go.
-  UPDATE mailroom.feedback_events f
-  SET address  = CASE WHEN f.message_id IS NULL THEN v_erased END,
-      detail   = NULL,
-      event_key = CASE WHEN mailroom._mentions(f.event_key, v_wire) THEN 'mailroom:erased:' || f.id
-                       ELSE f.event_key END
-  WHERE f.message_id = ANY (v_ids) OR lower(f.address) = v_wire
-     OR mailroom._mentions(f.detail, v_wire) OR mailroom._mentions(f.event_key, v_wire);
-  GET DIAGNOSTICS v_feedback = ROW_COUNT;
+  WITH erased AS (
+    UPDATE mailroom.feedback_events f
+    SET address  = CASE WHEN f.message_id IS NULL THEN v_erased END,
+        detail   = NULL,
+        event_key = CASE WHEN mailroom._mentions(f.event_key, v_wire) THEN 'mailroom:erased:' || f.id
+                         ELSE f.event_key END
+    WHERE f.message_id = ANY (v_ids) OR lower(f.address) = v_wire
+       OR mailroom._mentions(f.detail, v_wire) OR mailroom._mentions(f.event_key, v_wire)
+    RETURNING f.message_id
+  )
+  -- A complaint about other mail that quotes the address: its feed event
+  -- (the complaint's detail) is found by that mail's id below.
+  SELECT count(*), coalesce(array_agg(DISTINCT e.message_id) FILTER (WHERE e.message_id IS NOT NULL), '{}')
+  INTO v_feedback, v_feedback_ids
+  FROM erased e;
 
   -- Unparsed inbound mail is raw mail: removed whole where it names the
   -- address (envelope or text; the bytes compared in their escaped form,
@@ -204,10 +212,14 @@ BEGIN
   -- them yet); the address and any relay's answer or reporter's detail go.
   -- Last, so that the events this forget itself wrote (the cancels, the
   -- hash's own suppressions) are covered too.
+  -- By key (events_message_idx, events_address_idx), never by reading the
+  -- feed: a ledger event's detail is its own mail's relay answer, a
+  -- complaint's is its feedback row's (matched above, quoting the address
+  -- or not), a suppression's names its own address.
   UPDATE mailroom.events e
   SET address = CASE WHEN e.address IS NOT NULL THEN v_erased END,
       detail  = NULL
-  WHERE (e.message_id = ANY (v_ids) OR lower(e.address) = v_wire OR mailroom._mentions(e.detail, v_wire))
+  WHERE (e.message_id = ANY (v_ids || v_feedback_ids) OR lower(e.address) = v_wire)
     AND (e.detail IS NOT NULL OR e.address <> v_erased);
   GET DIAGNOSTICS v_events = ROW_COUNT;
 

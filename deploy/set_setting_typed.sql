@@ -23,7 +23,8 @@
 -- the throttle's decrease factor; and event_retention, the age at which
 -- prune_events retires the event feed (deploy/event_feed.sql), at least 1
 -- day: an application or a webhook endpoint that was down over a weekend
--- must not find its events gone.
+-- must not find its events gone; and event_retention_max, how long events
+-- an active webhook endpoint has not had yet are kept past event_retention.
 
 BEGIN;
 
@@ -55,6 +56,7 @@ BEGIN
     ('feedback_retention',    'interval', '7 days',        '100 years'),   -- prune_feedback; a DSN is retried for up to 5 days
     ('inbound_unparsed_retention', 'interval', '1 day',    '100 years'),   -- prune_feedback
     ('event_retention',       'interval', '1 day',         '100 years'),   -- prune_events
+    ('event_retention_max',   'interval', '1 day',         '100 years'),   -- prune_events, for an active webhook endpoint behind
     ('lease_warning_after',   'interval', '1 millisecond', '1 day'),       -- queue_stats; a lease is at most 1 day
     ('schedule_lookahead',    'interval', '0',             '1 hour'),      -- materialize_schedules runs every minute
     ('schedule_max_lateness', 'interval', '1 minute',      '366 days'),    -- materialize_schedules runs every minute

@@ -323,6 +323,22 @@ GRANT EXECUTE ON FUNCTION mailroom.webhook_report(text, uuid, text, integer, tex
 COMMENT ON FUNCTION mailroom.webhook_report(text, uuid, text, integer, text, interval) IS
   'Runners: the end of a delivery under a lease: the cursor moves to p_through (the last event the endpoint took, or the batch''s end), p_delivered counts; with p_error the next try is p_retry_in away and max_failures in a row pause the endpoint. Returns the endpoint''s status, or lost when the lease is no longer this runner''s (nothing changed).';
 
+-- prune_events keeps what an active endpoint has not had yet (up to
+-- event_retention_max); a paused one holds nothing, or a dead endpoint
+-- would keep the whole feed.
+CREATE OR REPLACE FUNCTION mailroom._events_held(OUT xid xid8, OUT id bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = mailroom, pg_temp
+AS $$
+  SELECT w.cursor_xid, w.cursor_id FROM mailroom.webhook_endpoints w
+  WHERE w.status = 'active'
+  ORDER BY w.cursor_xid, w.cursor_id
+  LIMIT 1
+$$;
+COMMENT ON FUNCTION mailroom._events_held() IS
+  'Internal (prune_events): the oldest cursor of an active webhook endpoint, or no row.';
+
 CREATE VIEW mailroom.webhook_status WITH (security_barrier) AS
 SELECT w.name, w.url, w.secret_name, w.kinds, w.streams, w.status, w.paused_reason, w.paused_at,
        w.failures, w.max_failures, w.next_attempt_at, w.delivered, w.last_delivered_at, w.last_error,

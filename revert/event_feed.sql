@@ -12,7 +12,8 @@ $$;
 
 DROP FUNCTION mailroom.prune_events(integer);
 DROP FUNCTION mailroom._prune_events(integer, timestamptz);
-DELETE FROM mailroom.settings WHERE key = 'event_retention';
+DROP FUNCTION mailroom._events_held();
+DELETE FROM mailroom.settings WHERE key IN ('event_retention', 'event_retention_max');
 DROP FUNCTION mailroom.events_head();
 DROP FUNCTION mailroom.events_since(text, integer, text, bigint, text, text[]);
 DROP FUNCTION mailroom._event_kinds_check(text, text[]);

@@ -369,9 +369,14 @@ def test_the_other_pages_render(browser, console, admin):
     admin.execute("SELECT mailroom.set_sender_limits('default', 5, 100)")
     admin.execute("SELECT mailroom.schedule_upsert('console-weekly', 'sam@example.com', '0 8 * * 1', 'Europe/Paris',"
                   " 'console-news', '{\"name\": \"Sam\"}')")
+    admin.execute("SELECT mailroom.webhook_endpoint_set('console-app', 'https://hooks.example.com/in?key=q7TokenValue',"
+                  " 'hooks')")
     for path, name, needle in (("/schedules", "schedules", "console-weekly"), ("/rates", "rates", "default"),
-                               ("/campaigns", "campaigns", "pause-me")):
+                               ("/campaigns", "campaigns", "pause-me"), ("/webhooks", "webhooks", "console-app")):
         browser.get(console + path)
         shoot(browser, name)
         assert needle in browser.find_element(By.TAG_NAME, "main").text
     assert "Sam" not in browser.page_source  # schedules are listed without their variables
+    browser.get(console + "/webhooks")
+    assert "q7TokenValue" not in browser.page_source  # nor an endpoint's query string
+    assert browser.find_element(By.CSS_SELECTOR, "tr[data-endpoint='console-app'] button.pause")

@@ -10,7 +10,10 @@ SELECT has_function_privilege('mailroom.events_head()', 'execute');
 SELECT has_function_privilege('mailroom.prune_events(integer)', 'execute');
 SELECT 1/count(*) FROM pg_catalog.pg_trigger
 WHERE tgname IN ('attempts_events', 'feedback_events_events', 'suppressions_events') HAVING count(*) = 3;
-SELECT 1/count(*) FROM mailroom.settings WHERE key = 'event_retention';
+SELECT 1/count(*) FROM mailroom.settings WHERE key IN ('event_retention', 'event_retention_max') HAVING count(*) = 2;
+SELECT 1/count(*) FROM pg_catalog.pg_indexes
+WHERE schemaname = 'mailroom' AND indexname IN ('events_message_idx', 'events_address_idx') HAVING count(*) = 2;
+SELECT xid, id FROM mailroom._events_held() WHERE false;
 DO $$
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN

@@ -23,5 +23,6 @@ SELECT mailroom._check_setting('inbound_unparsed_retention', '14 days');
 SELECT mailroom._check_setting('throttle_decrease_factor', '0.5');
 SELECT mailroom._check_setting('warmup_transactional_reserve', '0.1');
 SELECT mailroom._check_setting('event_retention', '30 days');
+SELECT mailroom._check_setting('event_retention_max', '60 days');
 
 ROLLBACK;

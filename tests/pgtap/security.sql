@@ -83,6 +83,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_events_from_suppressions()', '', 'definer'),
   ('_event_cursor(text)', '', 'invoker'),
   ('_event_kinds_check(text, text[])', '', 'invoker'),
+  ('_events_held()', '', 'invoker'),             -- prune_events: the oldest active webhook cursor
   ('webhook_endpoint_set(text, text, text, text[], text[], integer, boolean)', 'operator', 'definer'),
   ('webhook_endpoint_pause(text)', 'operator', 'definer'),
   ('webhook_endpoint_resume(text)', 'operator', 'definer'),

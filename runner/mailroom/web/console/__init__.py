@@ -236,6 +236,14 @@ def _write(statement: str, params: dict[str, Any], done: str) -> bool:
     return True
 
 
+def _button(actions: dict[str, str], action: str, params: dict[str, Any], done: str, back: str):
+    """A page's action button: one of its known operator functions, then the page again."""
+    if action not in actions:
+        abort(404)
+    _write(actions[action], params, done)
+    return redirect(url_for(back))
+
+
 def _install_views(app: Flask) -> None:
     @app.get("/")
     def overview():
@@ -288,11 +296,8 @@ def _install_views(app: Flask) -> None:
 
     @app.post("/campaigns/<int:campaign_id>/<action>")
     def campaign_action(campaign_id: int, action: str):
-        if action not in sql.CAMPAIGN_ACTIONS:
-            abort(404)
-        _write(sql.CAMPAIGN_ACTIONS[action], {"id": campaign_id},
-               f"campaign {campaign_id}: {action} ({{result}} mail(s) changed)")
-        return redirect(url_for("campaigns"))
+        return _button(sql.CAMPAIGN_ACTIONS, action, {"id": campaign_id},
+                       f"campaign {campaign_id}: {action} ({{result}} mail(s) changed)", "campaigns")
 
     @app.get("/review")
     def review():
@@ -372,6 +377,14 @@ def _install_views(app: Flask) -> None:
         db = _db()
         return render_template("rates.html", rates=db.all(sql.SEND_RATES), throttles=db.all(sql.DESTINATION_RATES),
                                warmups=db.all(sql.SENDER_WARMUPS))
+
+    @app.get("/webhooks")
+    def webhooks():
+        return render_template("webhooks.html", endpoints=_db().all(sql.WEBHOOKS))
+
+    @app.post("/webhooks/<name>/<action>")
+    def webhook_action(name: str, action: str):
+        return _button(sql.WEBHOOK_ACTIONS, action, {"name": name}, f"webhook endpoint {name}: {action}d", "webhooks")
 
     @app.errorhandler(psycopg.OperationalError)
     def database_down(e):

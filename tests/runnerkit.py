@@ -27,11 +27,17 @@ MID_DOMAIN = FROM.rsplit("@", 1)[1].rstrip(">")  # the runners' Message-ID domai
 class RunnerProcess:
     """`mailroom run` in a subprocess; stderr (the log) and stdout go to one temp file."""
 
-    def __init__(self, dsn: str, smtp: str, *args: str, env: dict | None = None):
+    def __init__(self, dsn: str, smtp: str, *args: str, env: dict | None = None,
+                 without_unsubscribe: bool = True):
+        """without_unsubscribe: unless the runner is given --unsubscribe-url,
+        pass --no-unsubscribe-headers (most tests send broadcast mail and do
+        not care for its headers; without either the runner refuses to start)."""
         self.log_file = tempfile.NamedTemporaryFile("w+", prefix="runner-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "mailroom.cli", "run", "--dsn", dsn, "--smtp", smtp,
-               "--from", FROM, *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        configured = "--unsubscribe-url" in args or full_env.get("MAILROOM_UNSUBSCRIBE_URL")
+        opt_out = ["--no-unsubscribe-headers"] if without_unsubscribe and not configured else []
+        cmd = [sys.executable, "-m", "mailroom.cli", "run", "--dsn", dsn, "--smtp", smtp,
+               "--from", FROM, *opt_out, *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, env=full_env)
 
     def log(self) -> str:

@@ -44,7 +44,7 @@ def test_the_exit_code_table_is_the_same_in_readme_and_help():
 
 
 def test_exit_0_when_idle(db_url):
-    r = _mailroom("run", "--dsn", db_url, "--smtp", "null://", "--exit-when-idle")
+    r = _mailroom("run", "--dsn", db_url, "--smtp", "null://", "--exit-when-idle", "--no-unsubscribe-headers")
     assert r.returncode == exitcodes.OK == 0, r.stderr
 
 
@@ -53,7 +53,7 @@ def test_exit_1_on_an_unexpected_error(db_url):
     code = ("import sys; from mailroom import cli; from mailroom.send import runner\n"
             "def broken(self): raise RuntimeError('a bug')\n"
             "runner.Runner._main_loop = broken\n"
-            "sys.argv = ['mailroom', 'run', '--dsn', sys.argv[1], '--smtp', 'null://']\n"
+            "sys.argv = ['mailroom', 'run', '--dsn', sys.argv[1], '--smtp', 'null://', '--no-unsubscribe-headers']\n"
             "cli.main()\n")
     r = subprocess.run([sys.executable, "-c", code, db_url], capture_output=True, text=True, timeout=60)
     assert r.returncode == exitcodes.CRASH == 1 and "RuntimeError: a bug" in r.stderr, r.stderr
@@ -78,7 +78,8 @@ def test_exit_3_when_the_database_is_unreachable_at_start():
 def test_mailroom_run_does_not_import_the_test_only_servers(db_url):
     """The sink (aiosmtpd) and the embedded cluster are for demo and tests;
     `mailroom run` loads neither (python -X importtime lists every import)."""
-    r = _mailroom("run", "--dsn", db_url, "--smtp", "null://", "--exit-when-idle", python_args=("-X", "importtime"))
+    r = _mailroom("run", "--dsn", db_url, "--smtp", "null://", "--exit-when-idle", "--no-unsubscribe-headers",
+                  python_args=("-X", "importtime"))
     assert r.returncode == 0, r.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "mailroom.send.runner" in imported

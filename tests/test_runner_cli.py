@@ -62,7 +62,7 @@ def test_configured_from_environment_into_a_maildir_with_json_logs(db_url, conn,
     r = _run([], env={
         "MAILROOM_DSN": db_url, "MAILROOM_SMTP_URL": f"file://{tmp_path}/box",
         "MAILROOM_EXIT_WHEN_IDLE": "1", "MAILROOM_LOG_FORMAT": "json", "MAILROOM_CONCURRENCY": "2",
-        "MAILROOM_FROM": "dev@mailroom.invalid",
+        "MAILROOM_FROM": "dev@mailroom.invalid", "MAILROOM_NO_UNSUBSCRIBE_HEADERS": "1",
     })
     assert r.returncode == 0, r.stderr
     events = [json.loads(line) for line in r.stderr.splitlines()]

@@ -17,6 +17,7 @@ verifying what arrived.
 from __future__ import annotations
 
 import base64
+import email
 import http.client
 import re
 import threading
@@ -277,18 +278,50 @@ def test_a_bad_keyring_stops_the_runner_at_start(db_url, conn, tmp_path, keys):
     assert not sink.messages
 
 
-def test_a_runner_without_an_unsubscribe_url_warns_at_start(db_url):
-    """Broadcast mail (unsubscribe_headers = true by default) would leave
-    without List-Unsubscribe: `mailroom run` says so once, at start, right
-    after runner.start (stopped once it has written its first heartbeat,
-    which follows the warning, to stay quick; the runner of
-    test_one_click_unsubscribes_… has --unsubscribe-url and does not warn)."""
-    with RunnerProcess(db_url, "null://") as bare, connect(db_url) as db:
-        wait_for(lambda: db.execute("SELECT count(*) AS n FROM mailroom.runner_status").fetchone()["n"] == 1,
-                 timeout=30, what="the runner's first heartbeat")
-        warned = [line for line in bare.log().splitlines() if "unsubscribe.not_configured" in line]
-        assert len(warned) == 1 and " WARNING " in warned[0] and "streams=broadcast" in warned[0], bare.log()
-        assert "--unsubscribe-url" in warned[0]
+def test_a_runner_without_an_unsubscribe_url_refuses_to_start_while_a_stream_wants_the_headers(db_url, conn):
+    """Issue 30, item 6: broadcast mail (unsubscribe_headers = true by
+    default) would leave without List-Unsubscribe. `mailroom run` without
+    --unsubscribe-url and without the opt-out refuses to start (exit 2, a
+    configuration error) and claims nothing. Failed before: the runner sent
+    the campaign mail (exit 0) with a warning in its log."""
+    enqueue(conn, "bulk@example.org", subject="News", body_text="Hi\n", stream="broadcast")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle",
+                                                without_unsubscribe=False) as bare:
+        assert bare.wait() == 2, bare.log()
+        log = bare.log()
+    assert "stream broadcast wants unsubscribe headers and no --unsubscribe-url is given" in log, log
+    assert "--no-unsubscribe-headers" in log
+    assert statuses(conn) == {"queued": 1}, "nothing was claimed"
+    assert not sink.messages
+
+
+def test_no_unsubscribe_headers_sends_broadcast_mail_without_them_and_warns_once(db_url, conn):
+    """The operator's explicit opt-out: the mail goes, without the headers,
+    and the log says so once at start."""
+    enqueue(conn, "bulk@example.org", subject="News", body_text="Hi\n", stream="broadcast")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle", "--no-unsubscribe-headers",
+                                                without_unsubscribe=False) as r:
+        assert r.wait() == 0, r.log()
+        log = r.log()
+        (mail,) = [email.message_from_bytes(m["data"]) for m in sink.messages]
+    assert mail["List-Unsubscribe"] is None and mail["Subject"] == "News"
+    warned = [line for line in log.splitlines() if "unsubscribe.not_configured" in line]
+    assert len(warned) == 1 and " WARNING " in warned[0] and "streams=broadcast" in warned[0], log
+    assert "--unsubscribe-url" in warned[0]
+    assert statuses(conn) == {"sent": 1}
+
+
+def test_a_database_whose_streams_want_no_unsubscribe_headers_needs_no_url(db_url, conn):
+    """A sender of transactional mail only (the broadcast stream redefined
+    without headers) starts without the URL and without the opt-out."""
+    conn.execute("SELECT mailroom.define_stream('broadcast', false, 'not bulk here')")
+    enqueue(conn, "user@example.org", subject="Reset", body_text="Link\n")
+    with Sink(keep=True) as sink, RunnerProcess(db_url, sink.url(), "--exit-when-idle",
+                                                without_unsubscribe=False) as r:
+        assert r.wait() == 0, r.log()
+        assert "unsubscribe.not_configured" not in r.log()
+        assert len(sink.messages) == 1
+    assert statuses(conn) == {"sent": 1}
 
 
 def test_the_unsubscribe_role_cannot_suppress_a_stream_without_unsubscribe_headers(db_url, conn, served, keys_file,

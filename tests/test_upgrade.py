@@ -112,7 +112,7 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
         with Sink(keep=True) as sink:
             env = {"PYTHONPATH": str(release_runner)}
             with RunnerProcess(url, sink.url(), "--exit-when-idle", "--poll-interval", "0.2",
-                               "--batch", "50", env=env) as old:
+                               "--batch", "50", env=env, without_unsubscribe=False) as old:
                 assert old.wait(120) == 0, old.log()
             assert sink.received == TOTAL - LEASED, "the v0.3.0 runner did not send the queued mail"
 

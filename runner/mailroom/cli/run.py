@@ -115,6 +115,10 @@ def _with(options):
               metavar="[SENDER=]DOMAIN",
               help="Also offer <mailto:unsubscribe+TOKEN@DOMAIN> in List-Unsubscribe (per sender profile "
                    "with SENDER=).", **_env("UNSUBSCRIBE_MAILTO"))
+@click.option("--no-unsubscribe-headers", "without_unsubscribe", is_flag=True, default=False,
+              help="Send the mail of streams that want unsubscribe headers (broadcast) without them when no "
+                   "--unsubscribe-url is given. Without this flag such a runner refuses to start (exit 2): "
+                   "Gmail and Yahoo require one-click unsubscribe for bulk mail.", **_env("NO_UNSUBSCRIBE_HEADERS"))
 @click.option("--signing-keys", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="The signing keys file (KEYID=BASE64URL lines, the first signs); default: the file in "
                    "MAILROOM_SIGNING_KEYS_FILE or the keys in MAILROOM_SIGNING_KEYS.")
@@ -140,7 +144,7 @@ def _with(options):
 @_with(log_options)
 def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, lease, sender, from_address, message_id_domain,
             poll_interval, grace, smtp_timeout, worker, metrics_port, metrics_addr, exit_when_idle,
-            dkim_profiles, unsubscribe_urls, unsubscribe_mailto, signing_keys, verp_profiles,
+            dkim_profiles, unsubscribe_urls, unsubscribe_mailto, without_unsubscribe, signing_keys, verp_profiles,
             webhook_secrets, webhook_ca_file, heartbeat_interval, summary_interval, log_format, log_level):
     """Claim, render and send mail until stopped.
 
@@ -193,7 +197,7 @@ def run_cmd(dsns, dsn_file, pooled, listen_dsns, smtp_url, concurrency, batch, l
             poll_interval=poll_interval, grace=grace, from_address=from_address,
             message_id_domain=message_id_domain, worker=worker or default_worker_name(),
             smtp_timeout=smtp_timeout, exit_when_idle=exit_when_idle, dkim=signers,
-            unsubscribe=unsubscribing, verp_domains=verp_domains,
+            unsubscribe=unsubscribing, without_unsubscribe=without_unsubscribe, verp_domains=verp_domains,
             verp=verp.Verp(keyring) if verp_domains else None,
             heartbeat_interval=heartbeat_interval, summary_interval=summary_interval,
             webhook_secrets=webhook_keys, webhook_ca_file=webhook_ca_file,

@@ -203,7 +203,9 @@ def run_demo(mails: int, runners: int, concurrency: int, batch: int, keep_cluste
                 [sys.executable, "-m", "mailroom.cli", "run", "--dsn", url,
                  "--smtp", f"smtp://127.0.0.1:{port}", "--concurrency", str(concurrency),
                  "--batch", str(batch), "--worker", f"demo-{i + 1}", "--from", "Mailroom Demo <demo@mailroom.invalid>",
-                 "--log-format", "json", "--poll-interval", "1"],
+                 "--log-format", "json", "--poll-interval", "1",
+                 # its mail goes to a local sink; a real broadcast needs --unsubscribe-url
+                 "--no-unsubscribe-headers"],
                 stdout=subprocess.DEVNULL, stderr=open(work / f"runner-{i + 1}.log", "w"),
             ))
         _say(f"{runners} x mailroom run started (concurrency {concurrency}, batch {batch}); logs in {work}")

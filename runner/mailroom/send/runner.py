@@ -91,6 +91,7 @@ class Settings:
     summary_interval: float = 60.0
     dkim: dict = field(default_factory=dict, repr=False)  # sender -> dkim.Signer, loaded by load_profiles
     unsubscribe: Unsubscribe | None = field(default=None, repr=False)  # holds the signing keys
+    without_unsubscribe: bool = False  # --no-unsubscribe-headers: broadcast mail may leave without them
     verp_domains: dict = field(default_factory=dict)  # sender -> bounce domain (--verp)
     verp: object = field(default=None, repr=False)  # verp.Verp with the signing keys, when verp_domains is set
     # Through a transaction-mode pooler (--pooled): see mailroom.send.database.
@@ -232,7 +233,7 @@ class Runner:
             pooled=self.s.pooled,
         )
         if not self.unsubscribe.enabled:
-            self._warn_if_unsubscribe_is_due()
+            self._refuse_or_warn_without_unsubscribe()
         for db in self.databases:
             db.heartbeat.after_flush(db.pool)  # the first heartbeat: running from the start
         _quiet_garbage_collector()
@@ -334,15 +335,27 @@ class Runner:
     def _idle(self) -> bool:
         return self.inflight.is_empty() and all(db.completer.pending == 0 for db in self.databases)
 
-    def _warn_if_unsubscribe_is_due(self) -> None:
-        """At start, without --unsubscribe-url: say so when a stream's mail
-        should carry unsubscribe headers (RFC 8058; bulk senders must offer
-        them), since this runner will send it without."""
+    def _refuse_or_warn_without_unsubscribe(self) -> None:
+        """At start, without --unsubscribe-url: a stream whose mail should
+        carry unsubscribe headers (RFC 8058; Gmail and Yahoo require them for
+        bulk mail) would be sent without. Refuse to start (a configuration
+        error, exit 2) unless the operator said so with
+        --no-unsubscribe-headers; then warn once."""
         wanting = sorted(name for name, headers in self.unsubscribe.streams.items() if headers)
-        if wanting:
-            event(logging.WARNING, "unsubscribe.not_configured", streams=",".join(wanting),
-                  hint="their mail goes out without List-Unsubscribe headers: give --unsubscribe-url "
-                       "(MAILROOM_UNSUBSCRIBE_URL) and signing keys; --unsubscribe-mailto alone adds none")
+        if not wanting:
+            return
+        if not self.s.without_unsubscribe:
+            self.close()
+            raise FatalError(
+                f"stream {', '.join(wanting)} wants unsubscribe headers and no --unsubscribe-url is given "
+                "(MAILROOM_UNSUBSCRIBE_URL, with signing keys): its mail would go out without List-Unsubscribe. "
+                "Give the URL, or --no-unsubscribe-headers (MAILROOM_NO_UNSUBSCRIBE_HEADERS=1) to send it "
+                "without them, or mailroom.define_stream(name, false, ...) if the stream is not bulk mail",
+                exitcodes.USAGE)
+        event(logging.WARNING, "unsubscribe.not_configured", streams=",".join(wanting),
+              hint="--no-unsubscribe-headers: their mail goes out without List-Unsubscribe headers; give "
+                   "--unsubscribe-url (MAILROOM_UNSUBSCRIBE_URL) and signing keys; --unsubscribe-mailto alone "
+                   "adds none")
 
     def _probe_transport(self, backoff: Backoff) -> None:
         metrics.UP.labels("transport").set(0)

@@ -34,6 +34,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_campaign_eta(text, bigint, bigint, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone)', 'app,operator', 'definer'),  -- campaign_progress's readers call it
   ('claim_batch(text, integer, interval, text)', 'runner', 'definer'),
   ('delete_domain_limits(text)', 'operator', 'definer'),
+  ('domain_demand(text[])', 'operator', 'definer'),  -- a fleet directory's rebalance reads it (fleet/deploy/domain_limits.sql)
   ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
   ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),

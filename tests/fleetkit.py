@@ -1,10 +1,18 @@
-"""A fleet directory over cloned shards, for the tests: N shards cloned from
-the test template (the main plan), a directory database with the fleet plan
+"""A fleet directory over shard databases, the real thing, for the tests and
+bench/scale.py: N shards cloned from the test template (the main plan) or
+databases the caller made, a directory database with the fleet plan (fleet/)
 deployed by Sqitch, and the SQL/MED server mailroom_fleet mapping P
 partitions onto the shards round-robin over loopback (partition i -> shard
 i % N). The directory logs in to the shards as a login holding mailroom_app
 and mailroom_operator only; the tests call the fleet as a login holding
-mailroom_fleet_operator and mailroom_fleet_app only."""
+mailroom_fleet_operator and mailroom_fleet_app only. A test module takes it
+as a module fixture:
+
+    @pytest.fixture(scope="module")
+    def fleet(server_url, template_db):
+        with build_fleet(server_url, template_db) as f:
+            yield f
+"""
 
 from __future__ import annotations
 
@@ -72,13 +80,20 @@ class Fleet:
 
 
 @contextmanager
-def build_fleet(server_url: str, template_db: str, shards: int = 2, partitions: int = 4,
-                server_options: dict[str, str] | None = None) -> Iterator[Fleet]:
+def build_fleet(server_url: str, template_db: str | None, shards: int = 2, partitions: int = 4,
+                server_options: dict[str, str] | None = None,
+                shard_urls: list[str] | None = None) -> Iterator[Fleet]:
+    """`shards` clones of template_db (or the existing databases `shard_urls`,
+    superuser URLs with the main plan deployed, left as they are) under a new
+    directory on the server of server_url; the clones, the directory and its
+    logins are dropped after."""
     tag = uuid.uuid4().hex[:8]
     agent, caller = f"fleet_agent_{tag}", f"fleet_caller_{tag}"
     directory = f"fleet_dir_{tag}"
     with ExitStack() as stack:
-        urls = [stack.enter_context(cloned_database(server_url, template_db)) for _ in range(shards)]
+        urls = list(shard_urls) if shard_urls else [
+            stack.enter_context(cloned_database(server_url, template_db)) for _ in range(shards)]
+        shards = len(urls)
         with connect(server_url) as admin:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(directory)))
         url = with_database(server_url, directory)

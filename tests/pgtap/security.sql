@@ -49,6 +49,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_throttle_ceiling(text)', '', 'unpinned'),
   ('_throttle_for(text)', '', 'unpinned'),
   ('_warmup_day(date, integer[], date, integer, date)', '', 'unpinned'),
+  ('domain_demand(text[])', 'operator', 'definer'),  -- a fleet directory's rebalance reads it (fleet/deploy/domain_limits.sql)
   ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
   ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),

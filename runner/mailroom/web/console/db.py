@@ -29,13 +29,14 @@ class ConsoleDatabaseError(RuntimeError):
 # operator, so it should not be able to enqueue, claim, or own the schema.
 _FORBIDDEN_ROLES = ("mailroom_owner", "mailroom_app", "mailroom_runner")
 
-ROLE_CHECK = """
+def role_check(role: str, forbidden: tuple[str, ...]) -> str:
+    return """
 SELECT r.rolsuper,
-       pg_has_role(current_user, 'mailroom_operator', 'USAGE') AS operator,
-       array_remove(ARRAY[{checks}], NULL) AS extra
+       pg_has_role(current_user, '{role}', 'USAGE') AS operator,
+       array_remove(ARRAY[{checks}]::text[], NULL) AS extra
 FROM pg_roles r WHERE r.rolname = current_user
-""".format(checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
-                            for r in _FORBIDDEN_ROLES))
+""".format(role=role, checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
+                                       for r in forbidden))
 
 
 def safe_dsn(dsn: str) -> str:
@@ -49,18 +50,26 @@ def safe_dsn(dsn: str) -> str:
 
 
 class Database:
-    def __init__(self, dsn: str, *, max_size: int = 6):
+    """A pool of connections as a login that must hold `role` and none of
+    `forbidden` (the shard's mailroom_operator; for --fleet-dsn, the
+    directory's mailroom_fleet_operator)."""
+
+    def __init__(self, dsn: str, *, max_size: int = 6, role: str = "mailroom_operator",
+                 forbidden: tuple[str, ...] = _FORBIDDEN_ROLES, option: str = "--dsn",
+                 statement_timeout: str | None = None):
+        self.role, self.forbidden, self.option = role, forbidden, option
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
-            raise ConsoleDatabaseError(f"--dsn: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
+            raise ConsoleDatabaseError(f"{option}: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
         logs.register_secret(info.get("password"))
         self._dsn = dsn
         self.shown_dsn = safe_dsn(dsn)
         self.pool = ConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "mailroom-console",
-                    "connect_timeout": 10},
+                    "connect_timeout": 10,
+                    **({"options": f"-c statement_timeout={statement_timeout}"} if statement_timeout else {})},
         )
 
     def open(self) -> None:
@@ -69,18 +78,19 @@ class Database:
         would only retry until its timeout)."""
         try:
             with psycopg.connect(self._dsn, connect_timeout=10, row_factory=dict_row) as conn:
-                row = conn.execute(ROLE_CHECK).fetchone()
+                row = conn.execute(role_check(self.role, self.forbidden)).fetchone()
         except psycopg.OperationalError as e:
             reason = logs.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {reason}", exitcodes.UNREACHABLE) from None
         if not row["operator"]:
-            raise ConsoleDatabaseError("the console's login must be a member of mailroom_operator", exitcodes.REFUSED)
+            raise ConsoleDatabaseError(f"{self.option}: the console's login must be a member of {self.role}",
+                                       exitcodes.REFUSED)
         if row["rolsuper"] or row["extra"]:
             held = ["superuser"] if row["rolsuper"] else []
             raise ConsoleDatabaseError(
-                "the console's login must hold mailroom_operator and nothing more, it is also "
+                f"{self.option}: the console's login must hold {self.role} and nothing more, it is also "
                 + ", ".join(held + list(row["extra"])) + ": use a login made for it"
-                " (CREATE ROLE mailroom_console LOGIN IN ROLE mailroom_operator)", exitcodes.REFUSED)
+                f" (CREATE ROLE mailroom_console LOGIN IN ROLE {self.role})", exitcodes.REFUSED)
         try:
             self.pool.open(wait=True, timeout=15)
         except PoolTimeout as e:
@@ -155,3 +165,7 @@ WEBHOOK_ACTIONS = {
     "pause": "SELECT mailroom.webhook_endpoint_pause(%(name)s) AS result",
     "resume": "SELECT mailroom.webhook_endpoint_resume(%(name)s) AS result",
 }
+# The fleet page (--fleet-dsn): each shard asked on its own by the directory,
+# so a shard that is down is a row with its error and the others still answer.
+FLEET_SHARDS = "SELECT * FROM mailroom_fleet.shard_status() ORDER BY shard"
+FLEET_FORBIDDEN_ROLES = ("mailroom_fleet_owner", "mailroom_fleet_app")

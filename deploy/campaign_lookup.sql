@@ -13,7 +13,7 @@ CREATE FUNCTION mailroom.campaign_lookup(p_name text)
 RETURNS TABLE (campaign_id bigint, status text)
 LANGUAGE sql STABLE
 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = mailroom, pg_temp
 AS $$
   SELECT k.id, k.status FROM mailroom.campaigns k WHERE k.name OPERATOR(pg_catalog.=) p_name
 $$;

@@ -11,9 +11,10 @@ BEGIN
 END
 $$;
 DROP FUNCTION mailroom_fleet.sync_suppressions(integer);
-DROP FUNCTION mailroom_fleet._suppress_copies(integer, text[], text[], text[], text[]);
-DROP FUNCTION mailroom_fleet._suppressions_written(integer, xid8, text, text, integer);
+DROP FUNCTION mailroom_fleet._suppress_copies(integer[], text[], text[], text[], text[], text[]);
+DROP FUNCTION mailroom_fleet._suppressions_new(integer[], text[], xid8[], text[], text[], integer);
 DROP FUNCTION mailroom_fleet._shard_name(integer);
+DROP TABLE mailroom_fleet.suppression_sync_runs;
 DROP TABLE mailroom_fleet.suppression_cursors;
 
 COMMIT;

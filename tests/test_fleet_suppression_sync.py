@@ -13,10 +13,11 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from tests.conftest import connect
-from tests.fleetkit import build_fleet
+from tests.fleetkit import build_fleet, fleet_sqitch
 from tests.runnerkit import enqueue, wait_for
 
 
@@ -198,3 +199,40 @@ def test_bad_input_is_refused(fleet):
             s.execute("SELECT * FROM mailroom.suppress_copies('{x}', '{}', '{}', '{}', '{}')")
         assert e.value.sqlstate == "22023" and "arrays of one length" in str(e.value)
 
+
+
+def test_only_the_fleet_operator_runs_the_sync_or_reads_its_tables(fleet):
+    app, stranger = (f"sync_{kind}_{uuid.uuid4().hex[:8]}" for kind in ("app", "stranger"))
+    with connect(fleet.directory) as d:
+        d.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE mailroom_fleet_app").format(sql.Identifier(app)))
+        d.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(stranger)))
+    try:
+        for role in (app, stranger):
+            for call in ("SELECT * FROM mailroom_fleet.sync_suppressions()",
+                         "SELECT * FROM mailroom_fleet.suppression_sync_runs",
+                         "SELECT * FROM mailroom_fleet.suppression_cursors"):
+                with connect(fleet.directory, user=role) as c, pytest.raises(psycopg.Error) as e:
+                    c.execute(call)
+                assert e.value.sqlstate == "42501", (role, call)
+    finally:
+        with connect(fleet.directory) as d:
+            for role in (app, stranger):
+                d.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_the_sync_is_a_pg_cron_job_where_the_directory_runs_pg_cron(throwaway):
+    """Deployed into the database pg_cron runs in, the fleet plan schedules
+    mailroom-fleet-suppression-sync every minute; its command runs there (no
+    shards: nothing to copy); revert removes the job."""
+    throwaway.up(deploy=False, log=lambda m: None)
+    target = throwaway.sqitch_target()
+    fleet_sqitch(target, "deploy")
+    with connect(throwaway.url()) as d:
+        job = d.execute("SELECT schedule, command FROM cron.job"
+                        " WHERE jobname = 'mailroom-fleet-suppression-sync'").fetchone()
+        assert job == {"schedule": "* * * * *", "command": "SELECT count(*) FROM mailroom_fleet.sync_suppressions()"}
+        assert d.execute(job["command"]).fetchone()["count"] == 0
+    fleet_sqitch(target, "revert", "-y")
+    with connect(throwaway.url()) as d:
+        assert d.execute("SELECT count(*) AS n FROM cron.job"
+                         " WHERE jobname = 'mailroom-fleet-suppression-sync'").fetchone()["n"] == 0

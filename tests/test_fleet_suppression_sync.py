@@ -188,6 +188,29 @@ def test_transactions_committing_out_of_order_are_not_skipped(fleet):
                 and all(_suppressions(fleet, second_addr).values()), "both suppressions on every shard")
 
 
+def test_a_row_another_shard_refuses_is_reported_without_its_address_and_the_rest_is_copied(fleet):
+    """A stream only shard A defines: B and C refuse that row (counted in the
+    run's errors, no address there) and take the other rows of the run."""
+    a, b, c = fleet.names
+    only_a, kept = _address("only-a"), _address("kept")
+    stream = f"only-a-{uuid.uuid4().hex[:6]}"
+    with fleet.shard(a) as sa:
+        sa.execute("SELECT mailroom.define_stream(%s, true, 'only on shard A')", (stream,))
+    _local_suppress(fleet, a, only_a, "unsubscribed", stream)
+    _local_suppress(fleet, a, kept, "manual")
+    done = _sync_until(fleet, lambda: all(_suppressions(fleet, kept).values()), "the other row on every shard")
+    # The refusal may come in an earlier run than the other row (each waits
+    # for the transactions open before it): the run that recorded it.
+    with connect(fleet.directory) as d:
+        run = d.execute("SELECT complete, errors FROM mailroom_fleet.suppression_sync_runs"
+                        " WHERE errors LIKE '%refused%' ORDER BY id DESC LIMIT 1").fetchone()
+    assert run is not None and run["complete"] is False, done
+    assert f"{b}: refused 1 row(s)" in run["errors"] and f"{c}: refused 1 row(s)" in run["errors"], run
+    assert only_a not in run["errors"] and not any(only_a in (r["error"] or "") for r in done.values())
+    got = _suppressions(fleet, only_a)
+    assert got[b] == [] and got[c] == [] and [r[:2] for r in got[a]] == [("unsubscribed", stream)]
+
+
 def test_bad_input_is_refused(fleet):
     with fleet.call() as c:
         for page in (0, 100001):

@@ -41,6 +41,13 @@ def connstr_of(url: str, port: int | None = None, **extra: str) -> str:
                      *(f"{k}={v}" for k, v in extra.items())])
 
 
+def fleet_sqitch(target: str, *command: str) -> None:
+    """sqitch COMMAND of the fleet plan (fleet/) against target; fails the test on an error."""
+    done = subprocess.run(["sqitch", *command, "--chdir", "fleet", "--target", target],
+                          cwd=Cluster.for_checkout().root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 class Fleet:
     def __init__(self, directory: str, shards: list[str], caller: str, partitions: int):
         self.directory = directory          # superuser URL of the directory database
@@ -98,11 +105,7 @@ def build_fleet(server_url: str, template_db: str | None, shards: int = 2, parti
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(directory)))
         url = with_database(server_url, directory)
         try:
-            deployed = subprocess.run(
-                ["sqitch", "deploy", "--chdir", "fleet", "--target", "db:pg:" + url.split(":", 1)[1]],
-                cwd=Cluster.for_checkout().root, capture_output=True, text=True,
-            )
-            assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+            fleet_sqitch("db:pg:" + url.split(":", 1)[1], "deploy")
             with connect(url) as d:
                 d.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE mailroom_app, mailroom_operator").format(
                     sql.Identifier(agent)))

@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import connect
-from tests.fleetkit import build_fleet
+from tests.fleetkit import build_fleet, fleet_sqitch
 from tests.runnerkit import enqueue, wait_for
 
 
@@ -352,23 +352,14 @@ def test_the_rebalance_is_a_pg_cron_job_where_the_directory_runs_pg_cron(throwaw
     """Deployed into the database pg_cron runs in (cron.database_name), the
     fleet plan schedules mailroom-fleet-rebalance every minute; its command
     runs there (no limits: nothing to do); revert removes the job."""
-    import subprocess
-
-    from mailroom.dev.embedded import Cluster
-
     throwaway.up(deploy=False, log=lambda m: None)
     target = throwaway.sqitch_target()
-    root = Cluster.for_checkout().root
-    done = subprocess.run(["sqitch", "deploy", "--chdir", "fleet", "--target", target],
-                          cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    fleet_sqitch(target, "deploy")
     with connect(throwaway.url()) as d:
         job = d.execute("SELECT schedule, command FROM cron.job WHERE jobname = 'mailroom-fleet-rebalance'").fetchone()
         assert job == {"schedule": "* * * * *",
                        "command": "SELECT count(*) FROM mailroom_fleet.rebalance_domain_limits()"}
         assert d.execute(job["command"]).fetchone()["count"] == 0
-    done = subprocess.run(["sqitch", "revert", "-y", "--chdir", "fleet", "--target", target],
-                          cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    fleet_sqitch(target, "revert", "-y")
     with connect(throwaway.url()) as d:
         assert d.execute("SELECT count(*) AS n FROM cron.job WHERE jobname LIKE 'mailroom-fleet%'").fetchone()["n"] == 0

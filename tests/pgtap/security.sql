@@ -50,6 +50,9 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_throttle_for(text)', '', 'unpinned'),
   ('_warmup_day(date, integer[], date, integer, date)', '', 'unpinned'),
   ('domain_demand(text[])', 'operator', 'definer'),  -- a fleet directory's rebalance reads it (fleet/deploy/domain_limits.sql)
+  ('campaign_lookup(text)', 'app,operator', 'definer'),  -- fleet campaigns find a campaign by name (fleet/deploy/campaigns.sql)
+  ('suppressions_written(xid8, text, text, integer)', 'operator', 'definer'),  -- the fleet's suppression sync reads it (fleet/deploy/suppression_sync.sql)
+  ('suppress_copies(text[], text[], text[], text[], text[])', 'operator', 'definer'),  -- the fleet's suppression sync writes with it
   ('define_stream(text, boolean, text)', 'operator', 'definer'),
   ('delivery_metrics(interval)', 'operator', 'definer'),
   ('enqueue(text, text, text, text, jsonb, text, timestamp with time zone, integer, text, integer, text, jsonb, text, text)', 'app', 'definer'),

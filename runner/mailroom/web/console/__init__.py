@@ -84,36 +84,26 @@ def accounts_from_env() -> Accounts | None:
 
 def create_app(dsn: str | None = None, *, accounts: Accounts | None = None, secret_key: str | bytes | None = None,
                trust_header: str | None = None, database: Database | None = None,
-               secure_cookies: bool | None = None, fleet_dsn: str | None = None) -> Flask:
+               secure_cookies: bool | None = None) -> Flask:
     """The console. Without arguments everything comes from the environment:
-    MAILROOM_CONSOLE_DSN (else MAILROOM_DSN), MAILROOM_CONSOLE_FLEET_DSN,
-    MAILROOM_CONSOLE_USERS[_FILE], MAILROOM_CONSOLE_SECRET_KEY[_FILE],
-    MAILROOM_CONSOLE_TRUST_HEADER, MAILROOM_CONSOLE_SECURE_COOKIES."""
+    MAILROOM_CONSOLE_DSN (else MAILROOM_DSN), MAILROOM_CONSOLE_USERS[_FILE],
+    MAILROOM_CONSOLE_SECRET_KEY[_FILE], MAILROOM_CONSOLE_TRUST_HEADER,
+    MAILROOM_CONSOLE_SECURE_COOKIES."""
     dsn = dsn or os.environ.get("MAILROOM_CONSOLE_DSN") or os.environ.get("MAILROOM_DSN")
-    fleet_dsn = fleet_dsn or os.environ.get("MAILROOM_CONSOLE_FLEET_DSN") or None
     if database is None:
         if not dsn:
             raise ConsoleConfigError("no database: give --dsn or set MAILROOM_CONSOLE_DSN")
         database = Database(dsn)
         database.open()  # ConsoleDatabaseError says why, with an exit code
-    fleet = None
     try:
-        if fleet_dsn:
-            fleet = Database(fleet_dsn, max_size=2, role="mailroom_fleet_operator",
-                             forbidden=sql.FLEET_FORBIDDEN_ROLES, option="--fleet-dsn",
-                             # PL/Proxy ends a shard that hangs only at statement_timeout (docs/fleet.md)
-                             statement_timeout="60s")
-            fleet.open()
-        return _configured_app(database, accounts, secret_key, trust_header, secure_cookies, fleet)
-    except (ConsoleConfigError, ConsoleDatabaseError):
+        return _configured_app(database, accounts, secret_key, trust_header, secure_cookies)
+    except ConsoleConfigError:
         database.close()
-        if fleet is not None:
-            fleet.close()
         raise
 
 
 def _configured_app(database: Database, accounts: Accounts | None, secret_key: str | bytes | None,
-                    trust_header: str | None, secure_cookies: bool | None, fleet: Database | None) -> Flask:
+                    trust_header: str | None, secure_cookies: bool | None) -> Flask:
     accounts = accounts if accounts is not None else accounts_from_env()
     trust_header = trust_header or os.environ.get("MAILROOM_CONSOLE_TRUST_HEADER") or None
     if accounts is None and trust_header is None:
@@ -140,8 +130,7 @@ def _configured_app(database: Database, accounts: Accounts | None, secret_key: s
         PERMANENT_SESSION_LIFETIME=dt.timedelta(hours=12),
         MAX_CONTENT_LENGTH=64 * 1024,
     )
-    app.extensions["mailroom"] = {"db": database, "fleet": fleet, "accounts": accounts, "trust_header": trust_header}
-    app.jinja_env.globals["fleet_configured"] = fleet is not None
+    app.extensions["mailroom"] = {"db": database, "accounts": accounts, "trust_header": trust_header}
     app.jinja_env.filters["human"] = human
     app.jinja_env.globals["csrf_token"] = _csrf_token
     _install_security(app)
@@ -229,12 +218,6 @@ def _db() -> Database:
     from flask import current_app
 
     return current_app.extensions["mailroom"]["db"]
-
-
-def _fleet() -> Database | None:
-    from flask import current_app
-
-    return current_app.extensions["mailroom"]["fleet"]
 
 
 def _write(statement: str, params: dict[str, Any], done: str) -> bool:
@@ -402,14 +385,6 @@ def _install_views(app: Flask) -> None:
     @app.post("/webhooks/<name>/<action>")
     def webhook_action(name: str, action: str):
         return _button(sql.WEBHOOK_ACTIONS, action, {"name": name}, f"webhook endpoint {name}: {action}d", "webhooks")
-
-    @app.get("/fleet")
-    def fleet():
-        directory = _fleet()
-        if directory is None:
-            abort(404, "no fleet directory: start the console with --fleet-dsn")
-        return render_template("fleet.html", shards=directory.all(sql.FLEET_SHARDS),
-                               directory=directory.shown_dsn)
 
     @app.errorhandler(psycopg.OperationalError)
     def database_down(e):

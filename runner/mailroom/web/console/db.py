@@ -29,14 +29,13 @@ class ConsoleDatabaseError(RuntimeError):
 # operator, so it should not be able to enqueue, claim, or own the schema.
 _FORBIDDEN_ROLES = ("mailroom_owner", "mailroom_app", "mailroom_runner")
 
-def role_check(role: str, forbidden: tuple[str, ...]) -> str:
-    return """
+ROLE_CHECK = """
 SELECT r.rolsuper,
-       pg_has_role(current_user, '{role}', 'USAGE') AS operator,
-       array_remove(ARRAY[{checks}]::text[], NULL) AS extra
+       pg_has_role(current_user, 'mailroom_operator', 'USAGE') AS operator,
+       array_remove(ARRAY[{checks}], NULL) AS extra
 FROM pg_roles r WHERE r.rolname = current_user
-""".format(role=role, checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
-                                       for r in forbidden))
+""".format(checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
+                            for r in _FORBIDDEN_ROLES))
 
 
 def safe_dsn(dsn: str) -> str:
@@ -50,26 +49,18 @@ def safe_dsn(dsn: str) -> str:
 
 
 class Database:
-    """A pool of connections as a login that must hold `role` and none of
-    `forbidden` (the shard's mailroom_operator; for --fleet-dsn, the
-    directory's mailroom_fleet_operator)."""
-
-    def __init__(self, dsn: str, *, max_size: int = 6, role: str = "mailroom_operator",
-                 forbidden: tuple[str, ...] = _FORBIDDEN_ROLES, option: str = "--dsn",
-                 statement_timeout: str | None = None):
-        self.role, self.forbidden, self.option = role, forbidden, option
+    def __init__(self, dsn: str, *, max_size: int = 6):
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
-            raise ConsoleDatabaseError(f"{option}: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
+            raise ConsoleDatabaseError(f"--dsn: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
         logs.register_secret(info.get("password"))
         self._dsn = dsn
         self.shown_dsn = safe_dsn(dsn)
         self.pool = ConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "mailroom-console",
-                    "connect_timeout": 10,
-                    **({"options": f"-c statement_timeout={statement_timeout}"} if statement_timeout else {})},
+                    "connect_timeout": 10},
         )
 
     def open(self) -> None:
@@ -78,19 +69,18 @@ class Database:
         would only retry until its timeout)."""
         try:
             with psycopg.connect(self._dsn, connect_timeout=10, row_factory=dict_row) as conn:
-                row = conn.execute(role_check(self.role, self.forbidden)).fetchone()
+                row = conn.execute(ROLE_CHECK).fetchone()
         except psycopg.OperationalError as e:
             reason = logs.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {reason}", exitcodes.UNREACHABLE) from None
         if not row["operator"]:
-            raise ConsoleDatabaseError(f"{self.option}: the console's login must be a member of {self.role}",
-                                       exitcodes.REFUSED)
+            raise ConsoleDatabaseError("the console's login must be a member of mailroom_operator", exitcodes.REFUSED)
         if row["rolsuper"] or row["extra"]:
             held = ["superuser"] if row["rolsuper"] else []
             raise ConsoleDatabaseError(
-                f"{self.option}: the console's login must hold {self.role} and nothing more, it is also "
+                "the console's login must hold mailroom_operator and nothing more, it is also "
                 + ", ".join(held + list(row["extra"])) + ": use a login made for it"
-                f" (CREATE ROLE mailroom_console LOGIN IN ROLE {self.role})", exitcodes.REFUSED)
+                " (CREATE ROLE mailroom_console LOGIN IN ROLE mailroom_operator)", exitcodes.REFUSED)
         try:
             self.pool.open(wait=True, timeout=15)
         except PoolTimeout as e:
@@ -165,7 +155,3 @@ WEBHOOK_ACTIONS = {
     "pause": "SELECT mailroom.webhook_endpoint_pause(%(name)s) AS result",
     "resume": "SELECT mailroom.webhook_endpoint_resume(%(name)s) AS result",
 }
-# The fleet page (--fleet-dsn): each shard asked on its own by the directory,
-# so a shard that is down is a row with its error and the others still answer.
-FLEET_SHARDS = "SELECT * FROM mailroom_fleet.shard_status() ORDER BY shard"
-FLEET_FORBIDDEN_ROLES = ("mailroom_fleet_owner", "mailroom_fleet_app")

@@ -15,6 +15,7 @@ import json
 import threading
 from collections import Counter
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -27,6 +28,7 @@ from tests.operatorkit import as_user, run
 from tests.runnerkit import RunnerProcess, wait_for
 
 FAST = ("--poll-interval", "0.2", "--concurrency", "2", "--batch", "20", "--heartbeat-interval", "1")
+CORE_STATE = Path(__file__).resolve().parent / "pgtap" / "include" / "core_state.psql"
 ENQUEUE = "SELECT * FROM mailroom_fleet.enqueue(%(to)s, 'hi', 'body', p_delivery_key => %(key)s, p_stream => %(stream)s)"
 
 
@@ -352,3 +354,152 @@ def test_retiring_a_shard_with_mail_in_flight_drains_it_and_it_ends_empty(server
             fleet.set_partitions({"p2": connstr_of(b_url)})
         code, report = _cli("check", "--dsn", directory)
         assert code == 0 and report["problems"] == []
+
+
+def test_a_fleet_call_against_a_stale_map_is_answered_clearly(server_url, template_db):
+    """A partition at a database that is gone, at one with no mailroom schema,
+    at a retired (read-only) shard: the routed call fails at once naming the
+    database and why, nothing is written, and `mailroom fleet check` names
+    the partition and the problem (shard_status marks the first two). One
+    database behind two connect strings is named too."""
+    with ExitStack() as stack:
+        fleet = stack.enter_context(build_fleet(server_url, template_db))
+        a_url, b_url = fleet.shards
+        a, b = fleet.names
+        empty = stack.enter_context(cloned_database(server_url, "template0"))
+        empty_name = psycopg.conninfo.conninfo_to_dict(empty)["dbname"]
+        directory = as_user(fleet.directory, fleet.caller)
+        address = _address_in(fleet, 1, "stale")
+        code, report = _cli("check", "--dsn", directory)
+        assert code == 0 and report["problems"] == [] and len(report["map"]) == 4
+
+        def refused(key: str) -> psycopg.Error:
+            with fleet.call() as d, pytest.raises(psycopg.Error) as e:
+                d.execute(ENQUEUE, {"to": address, "key": key, "stream": "transactional"})
+            return e.value
+
+        gone = f"{b}_gone"
+        for target, name, state, says, problem in (
+                (connstr_of(b_url).replace(b, gone), gone, "XX000", f'database "{gone}" does not exist', "unreachable"),
+                (connstr_of(empty), empty_name, "3F000", 'schema "mailroom" does not exist', "no_mailroom_shard")):
+            with fleet.shard_down(b, connstr=target):
+                error = refused(f"stale-{problem}")
+                code, report = _cli("check", "--dsn", directory)
+                with fleet.call() as d:
+                    status = {r["shard"]: r for r in d.execute("SELECT * FROM mailroom_fleet.shard_status()")}
+            assert error.sqlstate == state and f"[{name}]" in str(error) and says in str(error), str(error)
+            assert code == 1 and [(p["problem"], p["shard"], p["partitions"]) for p in report["problems"]] == [
+                (problem, name, [1, 3])], report
+            assert report["problems"][0]["detail"].startswith(f"partition p1, p3 (dbname {name}): ")
+            assert status[name]["answered"] is False and status[a]["answered"] is True
+
+        with connect(fleet.directory) as d:
+            d.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on").format(sql.Identifier(b)))
+            d.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (b,))
+        try:
+            error = refused("stale-read-only")   # a new directory session: a new, read-only, connection to B
+            code, report = _cli("check", "--dsn", directory)
+        finally:
+            with connect(fleet.directory) as d:
+                d.execute(sql.SQL("ALTER DATABASE {} RESET default_transaction_read_only").format(sql.Identifier(b)))
+                d.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (b,))
+        assert error.sqlstate == "25006" and f"[{b}]" in str(error) and "read-only transaction" in str(error)
+        assert code == 1 and [(p["problem"], p["shard"], p["partitions"]) for p in report["problems"]] == [
+            ("read_only", b, [1, 3])]
+        with fleet.shard(b) as sb:
+            assert sb.execute("SELECT count(*) AS n FROM mailroom.contents WHERE delivery_key LIKE 'stale-%'"
+                              ).fetchone()["n"] == 0
+
+        with fleet.call() as d, pytest.raises(psycopg.Error) as bad:
+            d.execute("SELECT * FROM mailroom_fleet.calls_begun_before(NULL)")
+        assert bad.value.sqlstate == "22023" and "moment: required" in str(bad.value)
+
+        fleet.set_partitions({"p3": connstr_of(b_url, application_name="alias")})
+        try:
+            code, report = _cli("check", "--dsn", directory)
+        finally:
+            fleet.set_partitions({"p3": connstr_of(b_url)})
+        assert code == 1 and [(p["problem"], p["shard"], p["partitions"]) for p in report["problems"]] == [
+            ("same_name_twice", b, [1, 3])]
+        code, report = _cli("check", "--dsn", directory)
+        assert code == 0 and report["problems"] == []
+
+
+def test_drained_names_everything_a_shard_still_has_to_do(db_url, conn):
+    """`mailroom fleet drained` as an operator login: each kind of work left
+    is named with what to do about it; once it is done, exit 0."""
+    role = f"t_drained_{hashlib.sha256(db_url.encode()).hexdigest()[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE mailroom_operator").format(sql.Identifier(role)))
+    try:
+        operator = as_user(db_url, role)
+        code, report = _cli("drained", "--dsn", operator)
+        assert code == 0 and report["drained"] and report["left"] == []
+
+        conn.execute(CORE_STATE.read_text())  # pg_temp.t_mail, t_claim, t_end: mail in any state
+        conn.execute("SELECT pg_temp.t_mail('due-1', 'default', now() - interval '1 minute')")
+        conn.execute("SELECT pg_temp.t_mail('later-1', 'default', now(), p_run_at => now() + interval '1 hour')")
+        conn.execute("SELECT pg_temp.t_mail('leased-1', 'default', now() - interval '1 minute')")
+        conn.execute("SELECT pg_temp.t_claim('leased-1', 'w1', now(), '1 hour')")
+        conn.execute("SELECT pg_temp.t_mail('rv-1', 'default', now() - interval '5 minutes', p_on_ambiguous => 'review')")
+        conn.execute("SELECT pg_temp.t_claim('rv-1', 'w1', now() - interval '4 minutes')")
+        conn.execute("SELECT pg_temp.t_end('rv-1', 'ambiguous', now() - interval '3 minutes', 'ambiguous')")
+        conn.execute("SELECT mailroom.upsert_template('drain-news', 'News', 'Hello')")
+        campaign = conn.execute(
+            "SELECT mailroom.enqueue_campaign('drain', 'drain-news',"
+            " 'SELECT g::text AS recipient_id, ''d'' || g || ''@example.org'' AS email FROM generate_series(1, 5) g',"
+            " p_send_at => now() - interval '1 second') AS id").fetchone()["id"]
+        conn.execute("SELECT mailroom.pause_campaign(%s)", (campaign,))
+        conn.execute("SELECT mailroom.schedule_upsert('drain-weekly', 'sam@example.com', '0 8 * * 1', 'UTC',"
+                     " 'drain-news')")
+        conn.execute("SELECT mailroom.webhook_endpoint_set('drain-hook', 'https://hooks.example/x', 'k1',"
+                     " p_from_start => true)")
+        conn.execute("SELECT mailroom.suppress('event@example.com', 'manual')")  # an event for the hook
+
+        code, report = _cli("drained", "--dsn", operator)
+        left = {i["what"]: i for i in report["left"]}
+        assert code == 1 and not report["drained"]
+        assert sorted(left) == ["paused", "queued", "review", "schedules", "sending", "webhook drain-hook"], left
+        assert left["queued"]["count"] == 2 and left["queued"]["detail"].startswith("1 due, 1 due later")
+        assert left["sending"]["count"] == 1 and left["review"]["count"] == 1 and left["paused"]["count"] == 5
+        assert "mailroom review" in left["review"]["detail"] and "resume" in left["paused"]["detail"]
+        assert left["schedules"]["count"] == 1 and left["webhook drain-hook"]["count"] >= 1
+        code, out, err = run("fleet", "drained", "--dsn", operator)
+        assert code == 1 and "NOT DRAINED" in out and "! review 1: waiting for an operator decision" in out
+        assert "is not drained: " in err
+
+        ids = [r["id"] for r in conn.execute("SELECT id FROM mailroom.contents WHERE delivery_key IN"
+                                             " ('due-1', 'later-1') OR campaign_id = %s", (campaign,))]
+        conn.execute("SELECT * FROM mailroom.cancel(%s::bigint[], 'retired')", (ids,))
+        conn.execute("SELECT pg_temp.t_end('leased-1', 'sent', now(), 'sent')")
+        conn.execute("SELECT mailroom.resolve_review(pg_temp.t_id('rv-1'), 'cancel')")
+        conn.execute("SELECT mailroom.schedule_set_active('drain-weekly', false)")
+        conn.execute("SELECT mailroom.webhook_endpoint_delete('drain-hook')")
+        code, report = _cli("drained", "--dsn", operator)
+        assert code == 0 and report["left"] == [], report
+    finally:
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_copying_suppressions_needs_a_source_that_can_read_them_all(db_url, conn, server_url, template_db):
+    """The source's login must read mailroom.suppressions (no operator function
+    lists them all): an operator login is refused with exit 4, saying so;
+    the copy is idempotent and keeps every scope."""
+    conn.execute("SELECT mailroom.suppress('one@example.com', 'hard_bounce', 'smtp 5.1.1')")
+    conn.execute("SELECT mailroom.suppress('two@Example.COM', 'unsubscribed', 'one-click', 'broadcast')")
+    role = f"t_copy_{hashlib.sha256(db_url.encode()).hexdigest()[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE mailroom_operator").format(sql.Identifier(role)))
+    try:
+        with cloned_database(server_url, template_db) as target:
+            code, out, err = run("fleet", "copy-suppressions", "--from", as_user(db_url, role), "--to", target)
+            assert code == 4 and "needs the table's owner (mailroom_owner) or a superuser" in err, (out, err)
+            for expected_new in (2, 0):
+                code, report = _cli("copy-suppressions", "--from", db_url, "--to", as_user(target, role))
+                assert code == 0 and report["targets"][0]["new"] == expected_new, report
+            with connect(target) as t:
+                rows = t.execute("SELECT address, reason, source, stream FROM mailroom.suppressions"
+                                 " ORDER BY address").fetchall()
+        assert rows == [{"address": "one@example.com", "reason": "hard_bounce", "source": "smtp 5.1.1", "stream": None},
+                        {"address": "two@Example.COM", "reason": "unsubscribed", "source": "one-click",
+                         "stream": "broadcast"}]
+    finally:
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -14,6 +14,8 @@ input, 3 database unreachable, 4 permission denied.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import click
@@ -58,11 +60,8 @@ from_option = click.option("--from", "sources", multiple=True, required=True, me
                                 "(the owner or a superuser).")
 to_option = click.option("--to", "targets", multiple=True, required=True, metavar="URL",
                          help="A shard to copy onto (repeatable), as a login holding mailroom_operator.")
-
-
-def _directory_option(required: bool = True):
-    return click.option("--dsn", "dsn", envvar="MAILROOM_FLEET_DSN", required=required, metavar="URL",
-                        help="The fleet directory, as a login holding mailroom_fleet_operator.")
+directory_option = click.option("--dsn", "dsn", envvar="MAILROOM_FLEET_DSN", required=True, metavar="URL",
+                                help="The fleet directory, as a login holding mailroom_fleet_operator.")
 
 
 def _no_directory(e: psycopg.Error) -> OperatorError:
@@ -85,7 +84,7 @@ def fleet() -> None:
 
 
 @fleet.command("check")
-@_directory_option()
+@directory_option
 @json_option
 def check(dsn: str, as_json: bool) -> None:
     """The shard map and its problems: a partition at a shard that does not
@@ -115,7 +114,7 @@ def check(dsn: str, as_json: bool) -> None:
 
 
 @fleet.command("settle")
-@_directory_option()
+@directory_option
 @json_option
 @click.option("--timeout", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
               help="Seconds to wait for the older transactions to end.")
@@ -150,20 +149,18 @@ def settle(dsn: str, as_json: bool, timeout: float) -> None:
                             "pg_terminate_backend(pid)", EXIT_NOT_YET)
 
 
-def _read_suppressions(url: str) -> list[tuple[str, str, str | None, str | None]]:
+def _source_batches(url: str) -> Iterator[list[tuple[str, str, str | None, str | None]]]:
+    """The source's suppressions, COPY_BATCH at a time (a server-side cursor:
+    a list of millions is never held whole)."""
     with _connection(url) as conn:
         try:
-            return [(r["address"], r["reason"], r["source"], r["stream"]) for r in conn.execute(SQL_SUPPRESSIONS)]
+            with conn.transaction(), conn.cursor("suppressions") as cur:
+                cur.execute(SQL_SUPPRESSIONS)
+                while batch := cur.fetchmany(COPY_BATCH):
+                    yield [(r["address"], r["reason"], r["source"], r["stream"]) for r in batch]
         except psycopg.errors.InsufficientPrivilege as e:
             raise OperatorError(f"--from {_safe_connstr(url)}: {e.diag.message_primary}: reading every suppression "
                                 "needs the table's owner (mailroom_owner) or a superuser", EXIT_FORBIDDEN) from e
-
-
-def _write_suppressions(conn: psycopg.Connection, rows: list[tuple[str, str, str | None, str | None]]) -> None:
-    for start in range(0, len(rows), COPY_BATCH):
-        batch = rows[start:start + COPY_BATCH]
-        conn.execute(SQL_SUPPRESS_MANY, dict(zip(("address", "reason", "source", "stream"),
-                                                 (list(col) for col in zip(*batch)))))
 
 
 @fleet.command("copy-suppressions")
@@ -176,20 +173,22 @@ def copy_suppressions(sources: tuple[str, ...], targets: tuple[str, ...], as_jso
     what a target has already stays, the first reason wins). Run it before a
     new shard takes partitions, again after `settle`, and from a retiring
     shard onto the shards that take its partitions."""
-    rows: list[tuple[str, str, str | None, str | None]] = []
-    read = {}
-    for url in sources:
-        got = _read_suppressions(url)
-        read[_safe_connstr(url)] = len(got)
-        rows += got
-    written = []
-    for url in targets:
-        with _connection(url) as conn:
-            before = conn.execute(SQL_SUPPRESSED_TOTAL).fetchone()["n"]
-            _write_suppressions(conn, rows)
-            after = conn.execute(SQL_SUPPRESSED_TOTAL).fetchone()["n"]
-            written.append({"target": _safe_connstr(url), "database": conn.execute(SQL_DATABASE).fetchone()["name"],
-                            "copied": len(rows), "new": after - before, "holds": after})
+    read: dict[str, int] = {}
+    with ExitStack() as stack:
+        conns = [stack.enter_context(_connection(url)) for url in targets]
+        before = [c.execute(SQL_SUPPRESSED_TOTAL).fetchone()["n"] for c in conns]
+        for url in sources:
+            read[_safe_connstr(url)] = 0
+            for batch in _source_batches(url):
+                read[_safe_connstr(url)] += len(batch)
+                columns = dict(zip(("address", "reason", "source", "stream"), (list(col) for col in zip(*batch))))
+                for c in conns:
+                    c.execute(SQL_SUPPRESS_MANY, columns)
+        written = []
+        for url, c, n in zip(targets, conns, before):
+            after = c.execute(SQL_SUPPRESSED_TOTAL).fetchone()["n"]
+            written.append({"target": _safe_connstr(url), "database": c.execute(SQL_DATABASE).fetchone()["name"],
+                            "copied": sum(read.values()), "new": after - n, "holds": after})
     if as_json:
         _emit_json({"read": read, "targets": written})
         return
@@ -251,17 +250,15 @@ def drained(dsn: str, directory: str | None, as_json: bool, wait: float) -> None
     deadline = time.monotonic() + wait
     with _connection(dsn) as conn:
         database = conn.execute(SQL_DATABASE).fetchone()["name"]
-        routed = _routed_here(directory, database) if directory else []
         while True:
-            left = _leftovers(conn)
-            if routed:
-                left.insert(0, {"what": "routed", "count": len(routed),
-                                "detail": "partition " + ", ".join(f"p{p}" for p in routed)
-                                          + " of the map still names it: new mail lands here"})
+            routed = _routed_here(directory, database) if directory else []
+            left = ([{"what": "routed", "count": len(routed),
+                      "detail": "partition " + ", ".join(f"p{p}" for p in routed)
+                                + " of the map still names it: new mail lands here"}] if routed else [])
+            left += _leftovers(conn)
             if not left or time.monotonic() >= deadline:
                 break
             time.sleep(1.0)
-            routed = _routed_here(directory, database) if directory else []
     if as_json:
         _emit_json({"shard": database, "drained": not left, "left": left})
     elif left:

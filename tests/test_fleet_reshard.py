@@ -181,6 +181,8 @@ def test_adding_a_shard_with_mail_in_flight_loses_nothing_and_sends_nothing_twic
         runners = stack.enter_context(_running(sink, [a_url, b_url]))
         app = stack.enter_context(Application(fleet, "add"))
         wait_for(lambda: sink.received >= 20, timeout=60, what="mail flowing before the change")
+        # Enough keys that each partition has some before the change (0.75 ** 80 < 1e-9).
+        wait_for(lambda: app.count() >= 80, timeout=90, what="the application enqueueing before the change")
 
         # 1. C gets the fleet's suppressions before it takes a partition.
         code, copied = _cli("copy-suppressions", "--from", a_url, "--from", b_url, "--to", c_url)
@@ -272,6 +274,8 @@ def test_retiring_a_shard_with_mail_in_flight_drains_it_and_it_ends_empty(server
         runners = stack.enter_context(_running(sink, [a_url, b_url, c_url]))
         app = stack.enter_context(Application(fleet, "retire"))
         wait_for(lambda: sink.received >= 20, timeout=60, what="mail flowing before the change")
+        # Enough keys that each partition has some before the change (0.75 ** 80 < 1e-9).
+        wait_for(lambda: app.count() >= 80, timeout=90, what="the application enqueueing before the change")
 
         # 1. C's suppressions onto the shards that stay.
         code, copied = _cli("copy-suppressions", "--from", c_url, "--to", a_url, "--to", b_url)

@@ -159,6 +159,12 @@ def _configured_app(database: Database | None, fleet: Database | None, accounts:
     app.jinja_env.globals["csrf_token"] = _csrf_token
     app.jinja_env.globals["pages"] = {"shard": database is not None, "fleet": fleet is not None}
     _install_security(app)
+
+    @app.errorhandler(psycopg.OperationalError)
+    def database_down(e):
+        log.error("console.db_error error=%s", logs.redact(str(e).strip().splitlines()[0] if str(e) else ""))
+        return render_template("error.html", code=503, message="the database cannot be reached right now"), 503
+
     if database is not None:
         _install_views(app)
     else:
@@ -410,11 +416,6 @@ def _install_views(app: Flask) -> None:
         db = _db()
         return render_template("rates.html", rates=db.all(sql.SEND_RATES), throttles=db.all(sql.DESTINATION_RATES),
                                warmups=db.all(sql.SENDER_WARMUPS))
-
-    @app.errorhandler(psycopg.OperationalError)
-    def database_down(e):
-        log.error("console.db_error error=%s", logs.redact(str(e).strip().splitlines()[0] if str(e) else ""))
-        return render_template("error.html", code=503, message="the database cannot be reached right now"), 503
 
 
 def _install_fleet_view(app: Flask) -> None:

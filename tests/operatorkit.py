@@ -33,12 +33,14 @@ def as_user(url: str, user: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
 
 
-def start_web(dsn: str, users_file, *address: str) -> tuple[subprocess.Popen, int]:
+def start_web(dsn: str | None, users_file, *address: str) -> tuple[subprocess.Popen, int]:
     """`mailroom web` in a subprocess (no MAILROOM_* from this environment),
-    listening where `address` says (e.g. "--port", "0"); returns it and the
-    port it printed. The caller terminates it and closes its stderr."""
+    listening where `address` says (e.g. "--port", "0"; other options too:
+    "--fleet-dsn", URL); no --dsn when `dsn` is None. Returns it and the port
+    it printed. The caller terminates it and closes its stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
-    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "web", "--dsn", dsn, "--users-file",
+    database = ["--dsn", dsn] if dsn is not None else []
+    proc = subprocess.Popen([sys.executable, "-m", "mailroom.cli", "web", *database, "--users-file",
                              str(users_file), *address], env=env, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     said, found = [], None

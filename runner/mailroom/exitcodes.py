@@ -14,7 +14,8 @@ UNRECORDED = 5
 # (code, meaning) in the order shown.
 TABLE: list[tuple[int, str]] = [
     (OK, "done: stopped cleanly after SIGTERM/SIGINT, or --exit-when-idle found nothing left"),
-    (CRASH, "unexpected error, a bug (the traceback is printed); operator commands: no such message"),
+    (CRASH, "unexpected error, a bug (the traceback is printed); operator commands: no such message; "
+            "mailroom fleet: not yet (a problem in the map, not settled, not drained)"),
     (USAGE, "invalid options or configuration (a bad URL, DSN or value, a bad --dkim key): "
             "restarting will not help"),
     (UNREACHABLE, "the database could not be reached at start (a supervisor may retry)"),

@@ -13,13 +13,16 @@ from mailroom.web.devserver import listen_options
 @listen_options("web", old_bind_envvar="MAILROOM_CONSOLE_BIND")
 @click.option("--dsn", envvar=["MAILROOM_CONSOLE_DSN", "MAILROOM_DSN"], metavar="URL",
               help="libpq URL of a login that holds mailroom_operator and nothing more.")
+@click.option("--fleet-dsn", envvar="MAILROOM_CONSOLE_FLEET_DSN", metavar="URL",
+              help="A fleet directory (docs/fleet.md), as a login that holds mailroom_fleet_operator and nothing "
+                   "more: the Fleet page shows every shard. Alone (no --dsn), that page is the console.")
 @click.option("--users-file", type=click.Path(dir_okay=False), envvar="MAILROOM_CONSOLE_USERS_FILE",
               help="Operator accounts, one NAME:HASH a line (hashes from --hash-password).")
 @click.option("--trust-header", metavar="NAME", envvar="MAILROOM_CONSOLE_TRUST_HEADER",
               help="Take the operator's name from this request header (only behind a proxy that authenticates and sets it).")
 @click.option("--hash-password", is_flag=True,
               help="Read a password (twice, not echoed) and print its hash for the users file; then exit.")
-def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
+def web_cmd(host, port, dsn, fleet_dsn, users_file, trust_header, hash_password):
     """The operator console in the browser (a development server; run it
     under gunicorn in production: docs/console.md)."""
     import logging
@@ -33,12 +36,12 @@ def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
         return
     from werkzeug.serving import make_server
 
-    from mailroom.web.console import ConsoleConfigError, accounts_from_file, create_app
+    from mailroom.web.console import ConsoleConfigError, accounts_from_file, close_app, create_app
     from mailroom.web.console.db import ConsoleDatabaseError
 
     try:
         accounts = accounts_from_file(users_file) if users_file else None
-        app = create_app(dsn, accounts=accounts, trust_header=trust_header)
+        app = create_app(dsn, fleet_dsn=fleet_dsn, accounts=accounts, trust_header=trust_header)
     except (ConsoleConfigError, ConsoleDatabaseError) as e:
         click.echo(f"mailroom: {e}", err=True)
         sys.exit(e.exit_code)
@@ -50,4 +53,4 @@ def web_cmd(host, port, dsn, users_file, trust_header, hash_password):
         pass
     finally:
         server.server_close()
-        app.extensions["mailroom"]["db"].close()
+        close_app(app)

@@ -5,7 +5,9 @@
 
 It connects as a login that holds mailroom_operator and nothing more, reads
 the operator views and functions, and writes only through the operator
-functions. Secure by default: every page needs a signed-in operator (or,
+functions. Given a fleet directory too (fleet_dsn, a login holding
+mailroom_fleet_operator and nothing more), it shows every shard's status on
+/fleet; given the directory alone, that page is the console. Secure by default: every page needs a signed-in operator (or,
 only when told, a reverse proxy's authenticated-user header), every form
 carries a CSRF token, and every response sends a Content-Security-Policy
 without inline script. See docs/console.md.
@@ -28,7 +30,7 @@ from mailroom import exitcodes, logs
 from mailroom.web.console import charts
 from mailroom.web.console import db as sql
 from mailroom.web.console.auth import Accounts, CredentialsError
-from mailroom.web.console.db import ConsoleDatabaseError, Database
+from mailroom.web.console.db import FLEET_FORBIDDEN_ROLES, FLEET_ROLE, ConsoleDatabaseError, Database
 from mailroom.formatting import human
 
 log = logging.getLogger("mailroom.console")
@@ -82,28 +84,50 @@ def accounts_from_env() -> Accounts | None:
         raise ConsoleConfigError(str(e)) from None
 
 
-def create_app(dsn: str | None = None, *, accounts: Accounts | None = None, secret_key: str | bytes | None = None,
-               trust_header: str | None = None, database: Database | None = None,
+# A fleet page waits this long for the directory (a hung shard is ended by
+# nothing else: docs/fleet.md).
+FLEET_STATEMENT_TIMEOUT = "30s"
+
+
+def fleet_database(fleet_dsn: str) -> Database:
+    return Database(fleet_dsn, role=FLEET_ROLE, forbidden=FLEET_FORBIDDEN_ROLES, option="--fleet-dsn",
+                    suggested_login="mailroom_fleet_console", statement_timeout=FLEET_STATEMENT_TIMEOUT)
+
+
+def create_app(dsn: str | None = None, *, fleet_dsn: str | None = None, accounts: Accounts | None = None,
+               secret_key: str | bytes | None = None, trust_header: str | None = None,
+               database: Database | None = None, fleet: Database | None = None,
                secure_cookies: bool | None = None) -> Flask:
     """The console. Without arguments everything comes from the environment:
-    MAILROOM_CONSOLE_DSN (else MAILROOM_DSN), MAILROOM_CONSOLE_USERS[_FILE],
-    MAILROOM_CONSOLE_SECRET_KEY[_FILE], MAILROOM_CONSOLE_TRUST_HEADER,
-    MAILROOM_CONSOLE_SECURE_COOKIES."""
+    MAILROOM_CONSOLE_DSN (else MAILROOM_DSN), MAILROOM_CONSOLE_FLEET_DSN,
+    MAILROOM_CONSOLE_USERS[_FILE], MAILROOM_CONSOLE_SECRET_KEY[_FILE],
+    MAILROOM_CONSOLE_TRUST_HEADER, MAILROOM_CONSOLE_SECURE_COOKIES. At least
+    one database: a shard (dsn) or a fleet directory (fleet_dsn), or both."""
     dsn = dsn or os.environ.get("MAILROOM_CONSOLE_DSN") or os.environ.get("MAILROOM_DSN")
-    if database is None:
-        if not dsn:
-            raise ConsoleConfigError("no database: give --dsn or set MAILROOM_CONSOLE_DSN")
-        database = Database(dsn)
-        database.open()  # ConsoleDatabaseError says why, with an exit code
+    fleet_dsn = fleet_dsn or os.environ.get("MAILROOM_CONSOLE_FLEET_DSN")
+    if database is None and fleet is None and not dsn and not fleet_dsn:
+        raise ConsoleConfigError("no database: give --dsn (a mailroom database) or --fleet-dsn (a fleet directory), "
+                                 "or set MAILROOM_CONSOLE_DSN or MAILROOM_CONSOLE_FLEET_DSN")
+    opened: list[Database] = []
     try:
-        return _configured_app(database, accounts, secret_key, trust_header, secure_cookies)
-    except ConsoleConfigError:
-        database.close()
+        # ConsoleDatabaseError says why one cannot serve, with an exit code.
+        if database is None and dsn:
+            database = Database(dsn)
+            opened.append(database)
+            database.open()
+        if fleet is None and fleet_dsn:
+            fleet = fleet_database(fleet_dsn)
+            opened.append(fleet)
+            fleet.open()
+        return _configured_app(database, fleet, accounts, secret_key, trust_header, secure_cookies)
+    except (ConsoleConfigError, ConsoleDatabaseError):
+        for db in opened:
+            db.close()
         raise
 
 
-def _configured_app(database: Database, accounts: Accounts | None, secret_key: str | bytes | None,
-                    trust_header: str | None, secure_cookies: bool | None) -> Flask:
+def _configured_app(database: Database | None, fleet: Database | None, accounts: Accounts | None,
+                    secret_key: str | bytes | None, trust_header: str | None, secure_cookies: bool | None) -> Flask:
     accounts = accounts if accounts is not None else accounts_from_env()
     trust_header = trust_header or os.environ.get("MAILROOM_CONSOLE_TRUST_HEADER") or None
     if accounts is None and trust_header is None:
@@ -130,12 +154,32 @@ def _configured_app(database: Database, accounts: Accounts | None, secret_key: s
         PERMANENT_SESSION_LIFETIME=dt.timedelta(hours=12),
         MAX_CONTENT_LENGTH=64 * 1024,
     )
-    app.extensions["mailroom"] = {"db": database, "accounts": accounts, "trust_header": trust_header}
+    app.extensions["mailroom"] = {"db": database, "fleet": fleet, "accounts": accounts, "trust_header": trust_header}
     app.jinja_env.filters["human"] = human
     app.jinja_env.globals["csrf_token"] = _csrf_token
+    app.jinja_env.globals["pages"] = {"shard": database is not None, "fleet": fleet is not None}
     _install_security(app)
-    _install_views(app)
+
+    @app.errorhandler(psycopg.OperationalError)
+    def database_down(e):
+        log.error("console.db_error error=%s", logs.redact(str(e).strip().splitlines()[0] if str(e) else ""))
+        return render_template("error.html", code=503, message="the database cannot be reached right now"), 503
+
+    if database is not None:
+        _install_views(app)
+    else:
+        # The directory alone: its page is the console's home.
+        app.add_url_rule("/", "overview", lambda: redirect(url_for("fleet")))
+    if fleet is not None:
+        _install_fleet_view(app)
     return app
+
+
+def close_app(app: Flask) -> None:
+    """Close the console's database pools."""
+    for key in ("db", "fleet"):
+        if app.extensions["mailroom"][key] is not None:
+            app.extensions["mailroom"][key].close()
 
 
 # --- authentication, CSRF, headers -------------------------------------------------
@@ -386,10 +430,24 @@ def _install_views(app: Flask) -> None:
     def webhook_action(name: str, action: str):
         return _button(sql.WEBHOOK_ACTIONS, action, {"name": name}, f"webhook endpoint {name}: {action}d", "webhooks")
 
-    @app.errorhandler(psycopg.OperationalError)
-    def database_down(e):
-        log.error("console.db_error error=%s", logs.redact(str(e).strip().splitlines()[0] if str(e) else ""))
-        return render_template("error.html", code=503, message="the database cannot be reached right now"), 503
+
+def _install_fleet_view(app: Flask) -> None:
+    @app.get("/fleet")
+    def fleet():
+        from flask import current_app
+
+        directory: Database = current_app.extensions["mailroom"]["fleet"]
+        try:
+            shards = directory.all(sql.FLEET_SHARDS)
+        except psycopg.errors.QueryCanceled:
+            log.error("console.fleet_timeout after=%s", FLEET_STATEMENT_TIMEOUT)
+            return render_template(
+                "error.html", code=504,
+                message=f"the fleet did not answer within {FLEET_STATEMENT_TIMEOUT}: a shard accepts connections and "
+                        "never answers (docs/fleet.md)"), 504
+        up = [r for r in shards if r["answered"]]
+        return render_template("fleet.html", shards=shards, up=up, down=[r for r in shards if not r["answered"]],
+                               warnings=[{"shard": r["shard"], **w} for r in up for w in r["warning_list"]])
 
 
 def _totals(data: list[charts.Bucket]) -> dict[str, int]:

@@ -28,14 +28,21 @@ class ConsoleDatabaseError(RuntimeError):
 # The roles the console's login must not hold: it reads and decides as an
 # operator, so it should not be able to enqueue, claim, or own the schema.
 _FORBIDDEN_ROLES = ("mailroom_owner", "mailroom_app", "mailroom_runner")
+# On a fleet directory (--fleet-dsn) it reads as mailroom_fleet_operator,
+# and may not enqueue (mailroom_fleet_app) nor hold the shards' mapping.
+FLEET_ROLE = "mailroom_fleet_operator"
+FLEET_FORBIDDEN_ROLES = ("mailroom_fleet_owner", "mailroom_fleet_app", *_FORBIDDEN_ROLES)
 
+# Roles that do not exist in the cluster are neither held nor a membership
+# (pg_has_role would fail on them).
 ROLE_CHECK = """
 SELECT r.rolsuper,
-       pg_has_role(current_user, 'mailroom_operator', 'USAGE') AS operator,
-       array_remove(ARRAY[{checks}], NULL) AS extra
+       EXISTS (SELECT FROM pg_roles g WHERE g.rolname = %(role)s)
+         AND pg_has_role(current_user, %(role)s, 'USAGE') AS member,
+       ARRAY(SELECT f FROM unnest(%(forbidden)s::text[]) f
+             WHERE EXISTS (SELECT FROM pg_roles g WHERE g.rolname = f) AND pg_has_role(current_user, f, 'USAGE')) AS extra
 FROM pg_roles r WHERE r.rolname = current_user
-""".format(checks=", ".join(f"CASE WHEN pg_has_role(current_user, '{r}', 'USAGE') THEN '{r}' END"
-                            for r in _FORBIDDEN_ROLES))
+"""
 
 
 def safe_dsn(dsn: str) -> str:
@@ -49,16 +56,30 @@ def safe_dsn(dsn: str) -> str:
 
 
 class Database:
-    def __init__(self, dsn: str, *, max_size: int = 6):
+    """The console's pool over one database, as a login that holds `role`
+    and none of `forbidden` (the shard: mailroom_operator; the fleet
+    directory: mailroom_fleet_operator, with a statement_timeout, since
+    PL/Proxy's own timeouts do not end a hung shard)."""
+
+    def __init__(self, dsn: str, *, max_size: int = 6, role: str = "mailroom_operator",
+                 forbidden: tuple[str, ...] = _FORBIDDEN_ROLES, option: str = "--dsn",
+                 suggested_login: str = "mailroom_console", statement_timeout: str | None = None):
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
-            raise ConsoleDatabaseError(f"--dsn: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
+            raise ConsoleDatabaseError(f"{option}: cannot parse: {logs.redact(str(e))}", exitcodes.USAGE) from None
         logs.register_secret(info.get("password"))
         self._dsn = dsn
+        self.role, self.forbidden, self.option, self.suggested_login = role, forbidden, option, suggested_login
         self.shown_dsn = safe_dsn(dsn)
+
+        def configure(conn: psycopg.Connection) -> None:
+            if statement_timeout:
+                conn.execute("SELECT set_config('statement_timeout', %s, false)", (statement_timeout,))
+
         self.pool = ConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
+            configure=configure,
             kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "mailroom-console",
                     "connect_timeout": 10},
         )
@@ -69,18 +90,19 @@ class Database:
         would only retry until its timeout)."""
         try:
             with psycopg.connect(self._dsn, connect_timeout=10, row_factory=dict_row) as conn:
-                row = conn.execute(ROLE_CHECK).fetchone()
+                row = conn.execute(ROLE_CHECK, {"role": self.role, "forbidden": list(self.forbidden)}).fetchone()
         except psycopg.OperationalError as e:
             reason = logs.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
             raise ConsoleDatabaseError(f"cannot connect to {self.shown_dsn}: {reason}", exitcodes.UNREACHABLE) from None
-        if not row["operator"]:
-            raise ConsoleDatabaseError("the console's login must be a member of mailroom_operator", exitcodes.REFUSED)
+        if not row["member"]:
+            raise ConsoleDatabaseError(f"{self.option}: the console's login must be a member of {self.role}",
+                                       exitcodes.REFUSED)
         if row["rolsuper"] or row["extra"]:
             held = ["superuser"] if row["rolsuper"] else []
             raise ConsoleDatabaseError(
-                "the console's login must hold mailroom_operator and nothing more, it is also "
+                f"{self.option}: the console's login must hold {self.role} and nothing more, it is also "
                 + ", ".join(held + list(row["extra"])) + ": use a login made for it"
-                " (CREATE ROLE mailroom_console LOGIN IN ROLE mailroom_operator)", exitcodes.REFUSED)
+                f" (CREATE ROLE {self.suggested_login} LOGIN IN ROLE {self.role})", exitcodes.REFUSED)
         try:
             self.pool.open(wait=True, timeout=15)
         except PoolTimeout as e:
@@ -155,3 +177,6 @@ WEBHOOK_ACTIONS = {
     "pause": "SELECT mailroom.webhook_endpoint_pause(%(name)s) AS result",
     "resume": "SELECT mailroom.webhook_endpoint_resume(%(name)s) AS result",
 }
+# On the fleet directory: every shard asked on its own; one that does not
+# answer is a row with answered = false and its error (docs/fleet.md).
+FLEET_SHARDS = "SELECT * FROM mailroom_fleet.shard_status() ORDER BY shard"

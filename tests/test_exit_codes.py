@@ -28,7 +28,7 @@ def _mailroom(*args, env=None, python_args=()):
 def test_one_version_string_from_the_package_metadata():
     pyproject = (ROOT / "pyproject.toml").read_text()
     declared = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
-    assert __version__ == version("mailroom") == declared == "0.4.0"
+    assert __version__ == version("mailroom") == declared == "0.5.0"
     r = _mailroom("--version")  # python -m mailroom works
     assert r.returncode == 0 and r.stdout.strip() == f"mailroom, version {declared}", r.stderr
 

@@ -73,6 +73,19 @@ def released_runner(release: str, into: Path) -> Path:
     return into / "runner"
 
 
+def report_sent(conn: psycopg.Connection, leased: list[dict]) -> None:
+    """An old runner reporting its batch after the deploy, with the tokens of its old leases."""
+    results = [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250}
+               for r in leased]
+    assert conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb) AS n",
+                        [Jsonb(results)]).fetchone()["n"] == len(results)
+
+
+def expire_leases(conn: psycopg.Connection) -> None:
+    """The rest of an old batch given up for lost: its leases end now, so reclaim hands it out."""
+    conn.execute("UPDATE mailroom.queue SET leased_until = now() - interval '1 second' WHERE status = 'sending'")
+
+
 @pytest.fixture
 def release_runner(tmp_path: Path) -> Path:
     return released_runner(RELEASE, tmp_path)
@@ -103,10 +116,7 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
 
         # The old runner finishes a third of its batch after the deploy, with its old tokens.
         reported = leased[:REPORTED_AFTER_DEPLOY]
-        results = [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250}
-                   for r in reported]
-        assert conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb)",
-                            [Jsonb(results)]).fetchone()["mark_outcomes"] == len(results)
+        report_sent(conn, reported)
 
         # The v0.3.0 runner, unchanged, sends the queued mail against the new schema ...
         with Sink(keep=True) as sink:
@@ -118,8 +128,7 @@ def test_upgrade_from_last_release_with_mail_in_flight(empty_db, release_runner)
 
             # ... then the rest of the old batch is given up for lost: its leases end and a
             # v0.4 runner reclaims and sends it.
-            conn.execute("UPDATE mailroom.queue SET leased_until = now() - interval '1 second'"
-                         " WHERE status = 'sending'")
+            expire_leases(conn)
             with RunnerProcess(url, sink.url(), "--exit-when-idle", "--poll-interval", "0.2",
                                "--batch", "50") as new:
                 assert new.wait(120) == 0, new.log()

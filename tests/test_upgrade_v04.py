@@ -22,12 +22,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from mailroom.dev.sink import Sink
 from mailroom.send.render import message_id
 from tests.runnerkit import MID_DOMAIN, RunnerProcess
-from tests.test_upgrade import empty_db, released_runner, sqitch  # noqa: F401 (empty_db is a fixture)
+from tests.test_upgrade import empty_db, expire_leases, released_runner, report_sent, sqitch  # noqa: F401 (empty_db is a fixture)
 
 RELEASE = "v0.4.0"
 TRANSACTIONAL = 400
@@ -96,10 +95,7 @@ def test_upgrade_from_v040_with_mail_in_flight(empty_db, v04_runner, unsubscribe
 
         # The old runner finishes half of its batch after the deploy, with its old tokens.
         reported = leased[:REPORTED_AFTER_DEPLOY]
-        results = [{"id": r["id"], "token": str(r["lease_token"]), "outcome": "sent", "smtp_code": 250}
-                   for r in reported]
-        assert conn.execute("SELECT mailroom.mark_outcomes(%s::jsonb) AS n",
-                            [Jsonb(results)]).fetchone()["n"] == len(results)
+        report_sent(conn, reported)
 
         with Sink(keep=True) as sink:
             # The v0.4.0 runner, unchanged, sends what is queued against the new schema,
@@ -108,8 +104,7 @@ def test_upgrade_from_v040_with_mail_in_flight(empty_db, v04_runner, unsubscribe
             assert sink.received == TRANSACTIONAL - LEASED + CAMPAIGN, "the v0.4.0 runner did not drain"
             # The rest of the old batch is given up for lost, the paused campaign resumed:
             # the current runner reclaims and sends both.
-            conn.execute("UPDATE mailroom.queue SET leased_until = now() - interval '1 second'"
-                         " WHERE status = 'sending'")
+            expire_leases(conn)
             conn.execute("SELECT mailroom.resume_campaign(%s)", [held])
             drain(url, sink, *unsubscribe_args)
             accepted = sink.accepted_ids()

@@ -89,11 +89,12 @@ class Fleet:
 @contextmanager
 def build_fleet(server_url: str, template_db: str | None, shards: int = 2, partitions: int = 4,
                 server_options: dict[str, str] | None = None,
-                shard_urls: list[str] | None = None) -> Iterator[Fleet]:
+                shard_urls: list[str] | None = None, deploy_to: str | None = None) -> Iterator[Fleet]:
     """`shards` clones of template_db (or the existing databases `shard_urls`,
     superuser URLs with the main plan deployed, left as they are) under a new
-    directory on the server of server_url; the clones, the directory and its
-    logins are dropped after."""
+    directory on the server of server_url, its plan deployed to `deploy_to`
+    (a change or tag; the whole plan by default); the clones, the directory
+    and its logins are dropped after."""
     tag = uuid.uuid4().hex[:8]
     agent, caller = f"fleet_agent_{tag}", f"fleet_caller_{tag}"
     directory = f"fleet_dir_{tag}"
@@ -105,7 +106,7 @@ def build_fleet(server_url: str, template_db: str | None, shards: int = 2, parti
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(directory)))
         url = with_database(server_url, directory)
         try:
-            fleet_sqitch("db:pg:" + url.split(":", 1)[1], "deploy")
+            fleet_sqitch("db:pg:" + url.split(":", 1)[1], "deploy", *(["--to", deploy_to] if deploy_to else []))
             with connect(url) as d:
                 d.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE mailroom_app, mailroom_operator").format(
                     sql.Identifier(agent)))

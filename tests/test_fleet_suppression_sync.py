@@ -167,6 +167,46 @@ def test_a_shard_down_during_a_sync_marks_the_run_partial_and_a_later_run_comple
     assert _suppressions(fleet, addr)[c] == [("manual", None, f"fleet copy from {a}: local test")]
 
 
+@pytest.fixture
+def own_fleet(server_url, template_db):
+    """Three shards of its own: a test counting what the sync writes sees no other test's rows."""
+    with build_fleet(server_url, template_db, shards=3, partitions=4) as f:
+        yield f
+
+
+def test_a_copy_is_not_written_on_while_its_origin_is_read(own_fleet):
+    """The origin's own row reaches every shard; the copies the sync wrote
+    are read back (they are suppressions of their shard) but not offered to
+    every shard again, which cost (shards - 1)^2 no-op writes per
+    suppression (checked: the v0.5.0 sync took 4 here)."""
+    fleet = own_fleet
+    a, b, c = fleet.names
+    addr = _address("echo")
+    _local_suppress(fleet, a, addr, "hard_bounce")
+    _sync_until(fleet, lambda: all(_suppressions(fleet, addr).values()), "the bounce on every shard")
+    runs = []
+
+    def copies_read():
+        runs.append(_sync(fleet))
+        return sum(run[n]["pulled"] for run in runs for n in (b, c)) >= 2 or None
+    wait_for(copies_read, timeout=60, what="the copies on B and C read back")
+    assert sum(run[n]["copied"] for run in runs for n in fleet.names) == 0, runs
+    assert _suppressions(fleet, addr)[c] == [("hard_bounce", None, f"fleet copy from {a}: local test")]
+
+
+def test_copies_carry_a_suppression_whose_origin_went_away(own_fleet):
+    """C is down when A's bounce is synced to B; then A goes away and C comes
+    back: B's copy reaches C."""
+    fleet = own_fleet
+    a, b, c = fleet.names
+    addr = _address("carried")
+    _local_suppress(fleet, a, addr, "hard_bounce")
+    with fleet.shard_down(c):
+        _sync_until(fleet, lambda: _suppressions(fleet, addr)[b], "the bounce copied to B while C is down")
+    with fleet.shard_down(a):
+        _sync_until(fleet, lambda: _suppressions(fleet, addr)[c], "B's copy carried to C while A is down")
+    assert _suppressions(fleet, addr)[c] == [("hard_bounce", None, f"fleet copy from {a}: local test")]
+
 def test_transactions_committing_out_of_order_are_not_skipped(fleet):
     """The first writer takes the lower xid and commits last: a sync that
     moved its cursor past the second writer's row (written_xid > cursor)

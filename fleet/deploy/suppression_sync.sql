@@ -33,16 +33,21 @@
 -- only once its target took the rows. A shard the directory has not seen
 -- before starts from the beginning: it gets the whole list of every shard.
 --
--- Copies are read back too (they are suppressions of their shard) and
--- written on, where they change nothing: one no-op suppress per copy and
--- shard. Lifts (unsuppress) are not copied: a suppression lifted on one
+-- Copies are read back too (they are suppressions of their shard) but
+-- written on only when their origin is not among the shards read in the
+-- run: the origin's own row reaches every shard, so writing its copies on
+-- as well offered each suppression to every shard once more from each of
+-- the others, (shards - 1)^2 no-op suppress calls per suppression, which
+-- at 32 shards is most of a shard's sync work. When the origin is down or
+-- gone, the copies still carry what it wrote to a shard it had not reached.
+-- Lifts (unsuppress) are not copied: a suppression lifted on one
 -- shard stays on the others; lift with mailroom_fleet.unsuppress, which
 -- lifts it on every shard at once (and no copy brings it back: the copies
 -- were read before).
 
 BEGIN;
 
-CREATE TABLE mailroom_fleet.suppression_cursors (
+CREATE TABLE IF NOT EXISTS mailroom_fleet.suppression_cursors (
   source       text NOT NULL,
   target       text NOT NULL,
   after_xid    xid8 NOT NULL,
@@ -58,7 +63,7 @@ GRANT SELECT ON mailroom_fleet.suppression_cursors TO mailroom_fleet_operator;
 COMMENT ON TABLE mailroom_fleet.suppression_cursors IS
   'Per ordered pair of shards (by database name): the last suppression of source that target took (its position in mailroom.suppressions_written: written_xid, address_key, stream or ''''), how many rows so far and when last. No row: nothing copied yet (a new shard starts from the beginning). Delete the rows of a shard restored from a backup: it is read and written again from the start (idempotent).';
 
-CREATE TABLE mailroom_fleet.suppression_sync_runs (
+CREATE TABLE IF NOT EXISTS mailroom_fleet.suppression_sync_runs (
   id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   started_at  timestamptz NOT NULL,
   finished_at timestamptz NOT NULL,
@@ -74,7 +79,7 @@ GRANT SELECT ON mailroom_fleet.suppression_sync_runs TO mailroom_fleet_operator;
 COMMENT ON TABLE mailroom_fleet.suppression_sync_runs IS
   'One row per sync_suppressions run (kept 7 days): complete = every shard reached and every row taken by every shard; else the partitions not reached (unreached) and the errors. The newest complete run bounds the lag.';
 
-CREATE FUNCTION mailroom_fleet._shard_name(p_partition integer)
+CREATE OR REPLACE FUNCTION mailroom_fleet._shard_name(p_partition integer)
 RETURNS text
 LANGUAGE plproxy
 SECURITY DEFINER
@@ -87,7 +92,7 @@ $$;
 
 -- Each shard of p_parts (one partition per shard) reads from its own
 -- position: the element of the arrays at its database name.
-CREATE FUNCTION mailroom_fleet._suppressions_new(p_parts integer[], p_names text[], p_xids xid8[],
+CREATE OR REPLACE FUNCTION mailroom_fleet._suppressions_new(p_parts integer[], p_names text[], p_xids xid8[],
                                                  p_keys text[], p_streams text[], p_limit integer)
 RETURNS TABLE (shard text, n bigint, written_xid xid8, address_key text, address text, reason text,
                source text, stream text)
@@ -108,7 +113,7 @@ AS $$
 $$;
 
 -- The same union to each shard of p_parts.
-CREATE FUNCTION mailroom_fleet._suppress_copies(p_parts integer[], p_origins text[], p_addresses text[],
+CREATE OR REPLACE FUNCTION mailroom_fleet._suppress_copies(p_parts integer[], p_origins text[], p_addresses text[],
                                                 p_reasons text[], p_sources text[], p_streams text[])
 RETURNS TABLE (shard text, taken integer, refused integer, errors text)
 LANGUAGE plproxy
@@ -137,7 +142,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION mailroom_fleet.sync_suppressions(p_page integer DEFAULT 1000)
+CREATE OR REPLACE FUNCTION mailroom_fleet.sync_suppressions(p_page integer DEFAULT 1000)
 RETURNS TABLE (shard text, partitions integer[], reached boolean, pulled bigint, copied bigint, error text)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -250,35 +255,45 @@ BEGIN
     SELECT array_agg(x.shard ORDER BY x.shard, x.n) AS origins,
            array_agg(x.address ORDER BY x.shard, x.n) AS addresses,
            array_agg(x.reason ORDER BY x.shard, x.n) AS reasons,
-           array_agg(CASE WHEN x.source LIKE 'fleet copy from %' THEN x.source
+           array_agg(CASE WHEN x.origin IS NOT NULL THEN x.source
                           ELSE left('fleet copy from ' || x.shard || coalesce(': ' || x.source, ''), 200) END
                      ORDER BY x.shard, x.n) AS sources,
            array_agg(x.stream ORDER BY x.shard, x.n) AS streams
     INTO v_union
-    FROM jsonb_to_recordset(v_rows) AS x(shard text, n bigint, address text, reason text, source text, stream text);
+    FROM jsonb_to_recordset(v_rows) AS r(shard text, n bigint, address text, reason text, source text, stream text),
+         LATERAL (SELECT r.*, substring(r.source FROM '^fleet copy from ([^:]+)') AS origin) AS x
+    WHERE x.origin IS NULL
+       OR NOT x.origin = ANY (ARRAY(SELECT v_name[i] FROM generate_subscripts(v_name, 1) i WHERE v_up[i]));
 
-    -- Write the union: one call for every shard still up, or each on its own.
-    BEGIN
-      SELECT coalesce(jsonb_object_agg(c.shard, to_jsonb(c)), '{}') INTO v_took_all
-      FROM mailroom_fleet._suppress_copies(ARRAY(SELECT v_part[i] FROM generate_subscripts(v_part, 1) i WHERE v_up[i]),
-                                           v_union.origins, v_union.addresses, v_union.reasons, v_union.sources,
-                                           v_union.streams) c;
-    EXCEPTION WHEN OTHERS THEN
-      v_took_all := '{}';
-      FOR t IN 1 .. cardinality(v_name) LOOP
-        CONTINUE WHEN NOT v_up[t];
-        BEGIN
-          v_took_all := v_took_all || (SELECT coalesce(jsonb_object_agg(c.shard, to_jsonb(c)), '{}')
-                                       FROM mailroom_fleet._suppress_copies(ARRAY[v_part[t]], v_union.origins,
-                                                                            v_union.addresses, v_union.reasons,
-                                                                            v_union.sources, v_union.streams) c);
-        EXCEPTION WHEN OTHERS THEN
-          RAISE WARNING 'mailroom_fleet: sync_suppressions: writing to % failed: %', v_name[t], SQLERRM;
-          v_up[t] := false;
-          v_error[t] := coalesce(v_error[t] || '; ', '') || 'write: ' || SQLERRM;
-        END;
-      END LOOP;
-    END;
+    -- Nothing to write (every row a copy whose origin was read): each
+    -- target answering took nothing, so the cursors move past the copies.
+    IF v_union.addresses IS NULL THEN
+      v_took_all := (SELECT jsonb_object_agg(v_name[i], jsonb_build_object('taken', 0, 'refused', 0, 'errors', NULL))
+                     FROM generate_subscripts(v_name, 1) i WHERE v_up[i]);
+    ELSE
+      -- Write the union: one call for every shard still up, or each on its own.
+      BEGIN
+        SELECT coalesce(jsonb_object_agg(c.shard, to_jsonb(c)), '{}') INTO v_took_all
+        FROM mailroom_fleet._suppress_copies(ARRAY(SELECT v_part[i] FROM generate_subscripts(v_part, 1) i WHERE v_up[i]),
+                                             v_union.origins, v_union.addresses, v_union.reasons, v_union.sources,
+                                             v_union.streams) c;
+      EXCEPTION WHEN OTHERS THEN
+        v_took_all := '{}';
+        FOR t IN 1 .. cardinality(v_name) LOOP
+          CONTINUE WHEN NOT v_up[t];
+          BEGIN
+            v_took_all := v_took_all || (SELECT coalesce(jsonb_object_agg(c.shard, to_jsonb(c)), '{}')
+                                         FROM mailroom_fleet._suppress_copies(ARRAY[v_part[t]], v_union.origins,
+                                                                              v_union.addresses, v_union.reasons,
+                                                                              v_union.sources, v_union.streams) c);
+          EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'mailroom_fleet: sync_suppressions: writing to % failed: %', v_name[t], SQLERRM;
+            v_up[t] := false;
+            v_error[t] := coalesce(v_error[t] || '; ', '') || 'write: ' || SQLERRM;
+          END;
+        END LOOP;
+      END;
+    END IF;
 
     -- Committed on each target that answered (PL/Proxy's autocommit): its
     -- cursors may move. Should this transaction not commit, the rows are

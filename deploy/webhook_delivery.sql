@@ -14,10 +14,17 @@
 -- Delivery is at least once: a runner that delivered events but lost its
 -- lease before reporting (a crash, a lease run out) leaves the cursor where
 -- it was, and the next claim sends them again under the same event id.
+--
+-- An endpoint whose key no runner holds is never claimed: it stays active,
+-- falls behind and holds the feed's pruning back (up to
+-- event_retention_max) with nothing failing. So webhook_claim notes when a
+-- runner last asked with each key name (webhook_keys_offered), and
+-- webhook_status warns about an active endpoint whose key nobody offered
+-- for five minutes.
 
 BEGIN;
 
-CREATE TABLE mailroom.webhook_endpoints (
+CREATE TABLE IF NOT EXISTS mailroom.webhook_endpoints (
   name              text PRIMARY KEY,
   url               text NOT NULL,
   secret_name       text NOT NULL,
@@ -52,7 +59,16 @@ COMMENT ON TABLE mailroom.webhook_endpoints IS
 COMMENT ON COLUMN mailroom.webhook_endpoints.secret_name IS
   'The name of the HMAC-SHA256 key that signs this endpoint''s requests, held by the runners (never the key itself).';
 
-CREATE FUNCTION mailroom.webhook_endpoint_set(
+CREATE TABLE IF NOT EXISTS mailroom.webhook_keys_offered (
+  secret_name text PRIMARY KEY,
+  offered_at  timestamptz NOT NULL
+);
+ALTER TABLE mailroom.webhook_keys_offered OWNER TO mailroom_owner;
+REVOKE ALL ON mailroom.webhook_keys_offered FROM PUBLIC;
+COMMENT ON TABLE mailroom.webhook_keys_offered IS
+  'When a runner last claimed webhook deliveries holding each key name (kept to the minute by webhook_claim): webhook_status''s warning about an endpoint whose key no runner has.';
+
+CREATE OR REPLACE FUNCTION mailroom.webhook_endpoint_set(
   p_name         text,
   p_url          text,
   p_secret_name  text,
@@ -108,7 +124,7 @@ GRANT EXECUTE ON FUNCTION mailroom.webhook_endpoint_set(text, text, text, text[]
 COMMENT ON FUNCTION mailroom.webhook_endpoint_set(text, text, text, text[], text[], integer, boolean) IS
   'Add or change a webhook endpoint: its https URL, the name of the runners'' key that signs for it, the event kinds and streams it wants (NULL: all), how many failures in a row pause it. A new endpoint gets the events from now on (p_from_start: every event kept); a changed one keeps its cursor.';
 
-CREATE FUNCTION mailroom.webhook_endpoint_pause(p_name text)
+CREATE OR REPLACE FUNCTION mailroom.webhook_endpoint_pause(p_name text)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -129,7 +145,7 @@ GRANT EXECUTE ON FUNCTION mailroom.webhook_endpoint_pause(text) TO mailroom_oper
 COMMENT ON FUNCTION mailroom.webhook_endpoint_pause(text) IS
   'Stop delivering to an endpoint; its cursor stays, so resume delivers what came meanwhile (as long as event_retention keeps it).';
 
-CREATE FUNCTION mailroom.webhook_endpoint_resume(p_name text)
+CREATE OR REPLACE FUNCTION mailroom.webhook_endpoint_resume(p_name text)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -150,7 +166,7 @@ GRANT EXECUTE ON FUNCTION mailroom.webhook_endpoint_resume(text) TO mailroom_ope
 COMMENT ON FUNCTION mailroom.webhook_endpoint_resume(text) IS
   'Deliver to a paused endpoint again, from where it stopped, its failure count reset.';
 
-CREATE FUNCTION mailroom.webhook_endpoint_delete(p_name text)
+CREATE OR REPLACE FUNCTION mailroom.webhook_endpoint_delete(p_name text)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -168,7 +184,7 @@ REVOKE ALL ON FUNCTION mailroom.webhook_endpoint_delete(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.webhook_endpoint_delete(text) TO mailroom_operator;
 COMMENT ON FUNCTION mailroom.webhook_endpoint_delete(text) IS 'Forget a webhook endpoint and its cursor.';
 
-CREATE FUNCTION mailroom.webhook_claim(
+CREATE OR REPLACE FUNCTION mailroom.webhook_claim(
   p_worker    text,
   p_secrets   text[],
   p_endpoints integer  DEFAULT 4,
@@ -195,6 +211,17 @@ BEGIN
   PERFORM mailroom._check_range('batch', p_batch, 1, 1000);
   IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
     RAISE EXCEPTION 'mailroom: lease: must be between 1 second and 1 hour' USING ERRCODE = '22023';
+  END IF;
+  -- A read first: the row is written at most once a minute per key, not on
+  -- every poll of every runner.
+  IF EXISTS (SELECT FROM unnest(p_secrets) AS k(name)
+             WHERE NOT EXISTS (SELECT FROM mailroom.webhook_keys_offered o
+                               WHERE o.secret_name = k.name AND o.offered_at > now() - interval '1 minute')) THEN
+    INSERT INTO mailroom.webhook_keys_offered AS o (secret_name, offered_at)
+    SELECT DISTINCT k.name, now() FROM unnest(p_secrets) AS k(name)
+    WHERE k.name ~ '^[A-Za-z0-9_-]{1,16}$'
+    ON CONFLICT ON CONSTRAINT webhook_keys_offered_pkey DO UPDATE SET offered_at = EXCLUDED.offered_at
+      WHERE o.offered_at <= now() - interval '1 minute';
   END IF;
   FOR v_ep IN
     SELECT w.name, w.url, w.secret_name, w.kinds, w.streams, w.failures, w.cursor_xid, w.cursor_id
@@ -267,7 +294,7 @@ GRANT EXECUTE ON FUNCTION mailroom.webhook_claim(text, text[], integer, integer,
 COMMENT ON FUNCTION mailroom.webhook_claim(text, text[], integer, integer, interval) IS
   'Runners: lease up to p_endpoints active, due endpoints whose key is among p_secrets, each with its next batch of at most p_batch events (in feed order, its filters applied) and the cursor the batch ends at. An endpoint another runner holds is skipped.';
 
-CREATE FUNCTION mailroom.webhook_report(
+CREATE OR REPLACE FUNCTION mailroom.webhook_report(
   p_endpoint     text,
   p_lease_token  uuid,
   p_through      text,
@@ -339,7 +366,7 @@ $$;
 COMMENT ON FUNCTION mailroom._events_held() IS
   'Internal (prune_events): the oldest cursor of an active webhook endpoint, or no row.';
 
-CREATE VIEW mailroom.webhook_status WITH (security_barrier) AS
+CREATE OR REPLACE VIEW mailroom.webhook_status WITH (security_barrier) AS
 SELECT w.name, w.url, w.secret_name, w.kinds, w.streams, w.status, w.paused_reason, w.paused_at,
        w.failures, w.max_failures, w.next_attempt_at, w.delivered, w.last_delivered_at, w.last_error,
        w.last_failure_at,
@@ -347,12 +374,18 @@ SELECT w.name, w.url, w.secret_name, w.kinds, w.streams, w.status, w.paused_reas
        w.cursor_xid::text || '-' || w.cursor_id::text AS cursor,
        -- Up to 10,000 counted: how far behind, without reading the whole feed.
        (SELECT count(*) FROM (SELECT FROM mailroom.events e
-                              WHERE (e.xid, e.id) > (w.cursor_xid, w.cursor_id) LIMIT 10000) x) AS events_behind
-FROM mailroom.webhook_endpoints w;
+                              WHERE (e.xid, e.id) > (w.cursor_xid, w.cursor_id) LIMIT 10000) x) AS events_behind,
+       o.offered_at AS key_offered_at,
+       CASE WHEN w.status = 'active' AND (o.offered_at IS NULL OR o.offered_at < now() - interval '5 minutes')
+            THEN format('no runner has offered the key %s %s: start a runner with it in --webhook-secrets',
+                        w.secret_name, coalesce('since ' || to_char(o.offered_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), 'yet'))
+       END AS warning
+FROM mailroom.webhook_endpoints w
+LEFT JOIN mailroom.webhook_keys_offered o ON o.secret_name = w.secret_name;
 ALTER VIEW mailroom.webhook_status OWNER TO mailroom_owner;
 REVOKE ALL ON mailroom.webhook_status FROM PUBLIC;
 GRANT SELECT ON mailroom.webhook_status TO mailroom_operator;
 COMMENT ON VIEW mailroom.webhook_status IS
-  'Each webhook endpoint: active or paused (and why), failures in a row, the next try, events delivered, the last error, the runner delivering now, and events_behind (counted up to 10,000, before filters).';
+  'Each webhook endpoint: active or paused (and why), failures in a row, the next try, events delivered, the last error, the runner delivering now, events_behind (counted up to 10,000, before filters), when a runner last offered the endpoint''s key (key_offered_at) and a warning when no runner offered it for 5 minutes while the endpoint is active.';
 
 COMMIT;

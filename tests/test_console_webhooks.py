@@ -7,6 +7,7 @@ only with the page's CSRF token."""
 from __future__ import annotations
 
 import html
+import json
 import http.client
 import re
 import urllib.parse
@@ -18,7 +19,7 @@ from mailroom.dev.sink import Sink
 from mailroom.net import free_port
 from mailroom.signing import new_key_line
 from mailroom.web.console.auth import hash_password
-from tests.operatorkit import as_user, start_web
+from tests.operatorkit import as_user, run, start_web
 from tests.runnerkit import RunnerProcess, enqueue_many, wait_for
 
 USER, PASSWORD = "wendy", "webhooks are events too"
@@ -138,3 +139,47 @@ def test_a_paused_endpoint_is_shown_and_resumed_from_the_console(db_url, conn, t
     status, _, _ = console.send("POST", "/webhooks/gone/pause", {"csrf_token": csrf(page)})
     _, _, page = console.send("GET", "/webhooks")
     assert status == 302 and 'no webhook endpoint "gone"' in html.unescape(page)
+
+
+def test_an_endpoint_whose_key_no_runner_holds_is_flagged(db_url, conn, tmp_path, console):
+    """Such an endpoint is never claimed, so nothing fails: webhook_status and
+    the page say that no runner offers its key, and a key offered again
+    clears the warning within a minute of the runner's polls."""
+    secrets = tmp_path / "webhook-secrets"
+    secrets.write_text(new_key_line("held") + "\n")
+    conn.execute("SELECT mailroom.webhook_endpoint_set('served', 'https://hooks.example.com/a', 'held')")
+    conn.execute("SELECT mailroom.webhook_endpoint_set('orphan', 'https://hooks.example.com/b', 'lost')")
+    conn.execute("SELECT mailroom.webhook_endpoint_set('off', 'https://hooks.example.com/c', 'lost')")
+    conn.execute("SELECT mailroom.webhook_endpoint_pause('off')")
+    assert endpoint(conn, "served")["warning"] is not None  # no runner yet
+    with Sink() as sink:
+        with RunnerProcess(db_url, f"smtp://127.0.0.1:{sink.port}", "--webhook-secrets", str(secrets),
+                           "--poll-interval", "0.2") as runner:
+            wait_for(lambda: endpoint(conn, "served")["key_offered_at"], timeout=60, what="the runner offering its key")
+            assert endpoint(conn, "served")["warning"] is None
+            orphan = endpoint(conn, "orphan")
+            assert orphan["key_offered_at"] is None
+            assert orphan["warning"] == ("no runner has offered the key lost yet:"
+                                         " start a runner with it in --webhook-secrets")
+            assert endpoint(conn, "off")["warning"] is None  # paused: nothing waits for it
+
+            console.sign_in()
+            _, _, page = console.send("GET", "/webhooks")
+            assert field(row_of(page, "orphan"), "warning") == orphan["warning"]
+            assert 'data-field="warning"' not in row_of(page, "served")
+            code, out, _ = run("status", "--dsn", db_url, "--json")
+            assert code == 0
+            flagged = [w for w in json.loads(out)["warnings"] if w["warning"].startswith("webhook_")]
+            assert flagged == [{"warning": "webhook_paused", "count": flagged[0]["count"], "oldest_age": None,
+                                "detail": "endpoint off: paused by an operator"},
+                               {"warning": "webhook_key_not_offered", "count": flagged[1]["count"], "oldest_age": None,
+                                "detail": f"endpoint orphan: {orphan['warning']}"}], flagged
+
+            # A key last offered long ago is flagged, until a runner offers it again.
+            conn.execute("UPDATE mailroom.webhook_keys_offered SET offered_at = now() - interval '10 minutes'"
+                         " WHERE secret_name = 'held'")
+            wait_for(lambda: endpoint(conn, "served")["warning"] is None, timeout=60,
+                     what="the runner's next claim offering the key again")
+            runner.stop()
+    conn.execute("UPDATE mailroom.webhook_keys_offered SET offered_at = now() - interval '10 minutes'")
+    assert endpoint(conn, "served")["warning"].startswith("no runner has offered the key held since ")

@@ -52,6 +52,9 @@ SQL_BREAKER = """
 # What the adaptive throttle learned and the warm-up schedules (docs/deliverability.md).
 SQL_THROTTLES = "SELECT * FROM mailroom.destination_rates()"
 SQL_WARMUPS = "SELECT * FROM mailroom.sender_warmup_status()"
+# Webhook endpoints that deliver nothing: paused, or waiting for a key no runner offers.
+SQL_WEBHOOK_WARNINGS = ("SELECT name, status, paused_reason, warning, events_behind FROM mailroom.webhook_status"
+                        " WHERE status = 'paused' OR warning IS NOT NULL ORDER BY name")
 # A fleet directory (fleet/, docs/fleet.md): PL/Proxy over every shard.
 # shard_status asks each shard on its own: one that does not answer is a row
 # marked answered = false, the others still answer.
@@ -177,6 +180,7 @@ def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
         breaker = conn.execute(SQL_BREAKER).fetchall()
         throttles = conn.execute(SQL_THROTTLES).fetchall()
         warmups = conn.execute(SQL_WARMUPS).fetchall()
+        webhooks = conn.execute(SQL_WEBHOOK_WARNINGS).fetchall()
     queue = [r for r in stats if r["kind"] == "queue"]
     warnings = [{"warning": r["warning"], "count": r["messages"], "oldest_age": r["oldest_age"], "detail": r["detail"]}
                 for r in stats if r["kind"] == "warning"]
@@ -185,6 +189,10 @@ def status(dsn: str | None, as_json: bool, window: str, fleet: bool) -> None:
     warnings += [{"warning": f"{r['scope']}_paused_by_breaker", "count": None, "oldest_age": None,
                   "detail": f"{r['scope']} {r['key']}: {r['reason']} (mailroom resume --{r['scope']} {r['key']})"}
                  for r in breaker if r["state"] == "paused"]
+    warnings += [{"warning": "webhook_paused" if r["status"] == "paused" else "webhook_key_not_offered",
+                  "count": r["events_behind"], "oldest_age": None,
+                  "detail": f"endpoint {r['name']}: {r['paused_reason'] if r['status'] == 'paused' else r['warning']}"}
+                 for r in webhooks]
     review = sum(r["messages"] for r in queue if r["status"] == "review")
     report = {
         "queue": [{k: r[k] for k in ("sender", "status", "messages", "due", "oldest_age", "oldest_due_age")} for r in queue],

@@ -171,8 +171,8 @@ SENDER_WARMUPS = "SELECT * FROM mailroom.sender_warmup_status()"
 # secret_name is the name of the runners' signing key, never the key.
 WEBHOOKS = ("SELECT w.name, regexp_replace(w.url, '[?#].*$', '?…') AS url, w.secret_name, w.kinds, w.streams,"
             " w.status, w.paused_reason, w.paused_at, w.failures, w.max_failures, w.next_attempt_at, w.delivered,"
-            " w.last_delivered_at, w.last_error, w.last_failure_at, w.delivering_worker, w.cursor, w.events_behind"
-            " FROM mailroom.webhook_status w ORDER BY w.name")
+            " w.last_delivered_at, w.last_error, w.last_failure_at, w.delivering_worker, w.cursor, w.events_behind,"
+            " w.warning FROM mailroom.webhook_status w ORDER BY w.name")
 WEBHOOK_ACTIONS = {
     "pause": "SELECT mailroom.webhook_endpoint_pause(%(name)s) AS result",
     "resume": "SELECT mailroom.webhook_endpoint_resume(%(name)s) AS result",

@@ -68,6 +68,7 @@ def test_upgrade_from_v050_with_mail_in_flight(empty_db, v05_runner, unsubscribe
         # Below the transactional mail, so the old runner's lease takes transactional mail only.
         conn.execute("SELECT mailroom.enqueue_campaign('autumn', 'news', $$SELECT id AS recipient_id, email,"
                      " jsonb_build_object('name', 'R' || id) AS vars FROM public.readers$$, p_priority => -1)")
+        conn.execute("SELECT mailroom.webhook_endpoint_set('shop', 'https://shop.example/hooks', 'shopkey')")
         _, before = sent_events_since(conn, None)
         leased = conn.execute("SELECT id, lease_token FROM mailroom.claim_batch('old-runner', %s, '10 minutes')",
                               [LEASED]).fetchall()
@@ -77,6 +78,9 @@ def test_upgrade_from_v050_with_mail_in_flight(empty_db, v05_runner, unsubscribe
 
         assert conn.execute("SELECT mailroom.is_forgotten(%s) AS f", [FORGOTTEN]).fetchone() == {"f": True}
         assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
+        # The endpoint kept its cursor; no runner holds its key, which the status now says.
+        shop = conn.execute("SELECT cursor, warning FROM mailroom.webhook_status WHERE name = 'shop'").fetchone()
+        assert shop["warning"].startswith("no runner has offered the key shopkey")
         # Mail to either address after the upgrade is recorded, never sent.
         for to in (FORGOTTEN, SUPPRESSED):
             conn.execute("SELECT mailroom.enqueue(%s, 'After', 'body', p_delivery_key => 'after-' || %s)", [to, to])
@@ -116,5 +120,7 @@ def test_upgrade_from_v050_with_mail_in_flight(empty_db, v05_runner, unsubscribe
                 conn.execute("SELECT status, count(*) AS n FROM mailroom.messages GROUP BY 1")}
         assert back == {"sent": DELIVERED, "cancelled": 3}, back
         assert conn.execute("SELECT mailroom.is_forgotten(%s) AS f", [FORGOTTEN]).fetchone() == {"f": True}
+        assert conn.execute("SELECT cursor FROM mailroom.webhook_status WHERE name = 'shop'"
+                            ).fetchone() == {"cursor": shop["cursor"]}
         assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
     sqitch(target, "deploy")

@@ -1,6 +1,10 @@
 -- Deploy mailroom:submission_credentials to pg
 -- requires: roles
 -- requires: streams
+-- requires: validation
+-- requires: enqueue_campaign
+-- requires: address_wire_form
+-- requires: forgotten_addresses
 
 -- The SMTP submission front door (mailroom submit, docs/submission.md): an
 -- application that can only speak SMTP logs in with a credential of its own
@@ -14,9 +18,10 @@
 -- statement log. The submit server compares hashes itself (constant time).
 --
 -- The role mailroom_submission may read one credential's hash and identity
--- by user name (submission_login), and nothing else: the submit server's
--- login is granted mailroom_app (enqueue, rate_limit) and mailroom_submission.
--- Applications granted mailroom_app alone never see a hash.
+-- by user name (submission_login) and ask whether a recipient would be
+-- refused (submission_recipient_refusal), and nothing else: the submit
+-- server's login is granted mailroom_app (enqueue, rate_limit) and
+-- mailroom_submission. Applications granted mailroom_app alone never see a hash.
 
 BEGIN;
 
@@ -164,5 +169,47 @@ REVOKE ALL ON FUNCTION mailroom.submission_login(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mailroom.submission_login(text) TO mailroom_submission;
 COMMENT ON FUNCTION mailroom.submission_login(text) IS
   'The submit server: one login''s hash and identity (no row: no such login). Only mailroom_submission.';
+
+-- RCPT TO is answered one recipient at a time (RFC 5321), so the submit
+-- server refuses a recipient there, and the mail goes on to the others:
+-- an address enqueue would refuse (its exact message), or one suppressed for
+-- the login's stream or forgotten, which enqueue would only record as
+-- cancelled while the client believed it queued.
+CREATE FUNCTION mailroom.submission_recipient_refusal(p_username text, p_address text)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = mailroom, pg_temp
+AS $$
+DECLARE
+  v_stream text;
+BEGIN
+  SELECT c.stream INTO v_stream FROM mailroom.submission_credentials c WHERE c.username = p_username;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'mailroom: username: no submission login "%"', p_username USING ERRCODE = '22023';
+  END IF;
+  IF NOT coalesce(mailroom._address_ok(p_address), false) THEN
+    BEGIN
+      PERFORM mailroom._check_address('to', p_address);
+    EXCEPTION WHEN invalid_parameter_value THEN
+      RETURN 'invalid: ' || SQLERRM;
+    END;
+  END IF;
+  IF EXISTS (SELECT FROM mailroom.suppressions s
+             WHERE s.address_key = mailroom._address_key(p_address) AND (s.stream IS NULL OR s.stream = v_stream))
+     OR (EXISTS (SELECT FROM mailroom.forgotten_addresses)
+         AND EXISTS (SELECT FROM mailroom.forgotten_addresses f
+                     WHERE f.key_hash = mailroom._forgotten_hash(mailroom._address_key(p_address)))) THEN
+    RETURN 'suppressed';
+  END IF;
+  RETURN NULL;
+END
+$$;
+ALTER FUNCTION mailroom.submission_recipient_refusal(text, text) OWNER TO mailroom_owner;
+REVOKE ALL ON FUNCTION mailroom.submission_recipient_refusal(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mailroom.submission_recipient_refusal(text, text) TO mailroom_submission;
+COMMENT ON FUNCTION mailroom.submission_recipient_refusal(text, text) IS
+  'The submit server, at RCPT TO: why a recipient of this login would not be mailed (invalid: <enqueue''s message>, or suppressed), NULL when it would. Only mailroom_submission.';
 
 COMMIT;

@@ -2,6 +2,7 @@
 
 BEGIN;
 
+DROP FUNCTION mailroom.submission_recipient_refusal(text, text);
 DROP FUNCTION mailroom.submission_login(text);
 DROP FUNCTION mailroom.submission_credential_list();
 DROP FUNCTION mailroom.drop_submission_credential(text);

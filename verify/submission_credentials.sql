@@ -18,6 +18,9 @@ BEGIN
          'operators cannot list submission credentials';
   ASSERT pg_catalog.has_function_privilege('mailroom_submission', 'mailroom.submission_login(text)', 'execute'),
          'mailroom_submission cannot read a login';
+  ASSERT pg_catalog.has_function_privilege('mailroom_submission', 'mailroom.submission_recipient_refusal(text, text)',
+                                           'execute'),
+         'mailroom_submission cannot check a recipient';
   ASSERT NOT pg_catalog.has_function_privilege('mailroom_app', 'mailroom.submission_login(text)', 'execute'),
          'mailroom_app may not read password hashes';
 END

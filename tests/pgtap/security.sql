@@ -125,6 +125,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('drop_submission_credential(text)', 'operator', 'definer'),
   ('submission_credential_list()', 'operator', 'definer'),
   ('submission_login(text)', 'submission', 'definer'),  -- the submit server reads one login's hash
+  ('submission_recipient_refusal(text, text)', 'submission', 'definer'),  -- and checks a recipient at RCPT TO
   ('stream_settings()', 'operator,runner', 'definer'),
   ('suppress(text, text, text, text)', 'app,operator', 'definer'),
   ('suppression_search(text, integer)', 'operator', 'definer'),

@@ -2,7 +2,7 @@
 -- drop them; the stored form is an scrypt hash and nothing else is accepted;
 -- only mailroom_submission reads a hash, one login at a time.
 BEGIN;
-SELECT plan(22);
+SELECT plan(28);
 
 -- contract
 SELECT has_table('mailroom', 'submission_credentials', 'submission_credentials exists');
@@ -46,6 +46,21 @@ SELECT throws_ok(format($$SELECT mailroom.set_submission_credential('shop2', %L,
 SELECT throws_ok(format($$SELECT mailroom.set_submission_credential('shop2', %L, 'default', ARRAY['@shop.example'], 5, 'nope')$$, :hash),
   '22023', NULL, 'an unknown stream is refused');
 SELECT is((SELECT count(*)::int FROM mailroom.submission_credentials), 1, 'none of the refused logins was written');
+
+-- recipients, as RCPT TO asks (the login's stream is broadcast now)
+SELECT is(mailroom.submission_recipient_refusal('shop', 'ann@example.com'), NULL, 'a good recipient: no refusal');
+SELECT matches(mailroom.submission_recipient_refusal('shop', 'not an address'), '^invalid: mailroom: to: ',
+               'a bad address: enqueue''s own message');
+SELECT mailroom.suppress('gone@example.com', 'complaint', 'test', 'broadcast');
+SELECT mailroom.suppress('tx-only@example.com', 'manual', 'test', 'transactional');
+SELECT is(mailroom.submission_recipient_refusal('shop', 'gone@Example.COM'), 'suppressed',
+          'suppressed for the login''s stream (the domain in any case)');
+SELECT is(mailroom.submission_recipient_refusal('shop', 'tx-only@example.com'), NULL,
+          'suppressed for another stream only: not refused');
+SELECT throws_ok($$SELECT mailroom.submission_recipient_refusal('nobody', 'ann@example.com')$$, '22023',
+                 'mailroom: username: no submission login "nobody"', 'an unknown login is an error');
+SELECT function_privs_are('mailroom', 'submission_recipient_refusal', ARRAY['text', 'text'], 'mailroom_app',
+                          ARRAY[]::text[], 'applications do not check recipients this way');
 
 SELECT is(mailroom.drop_submission_credential('shop'), true, 'dropped');
 SELECT is(mailroom.drop_submission_credential('shop'), false, 'dropping again: false');

@@ -338,7 +338,7 @@ def feedback_message_id_matches(conn: psycopg.Connection, message_id: int, heade
     )[0]["ok"]
 
 
-SUBMISSION_FUNCTIONS = ("submission_login", "enqueue", "rate_limit")
+SUBMISSION_FUNCTIONS = ("submission_login", "submission_recipient_refusal", "enqueue", "rate_limit")
 
 
 def submission_login(target, username: str) -> dict | None:
@@ -346,6 +346,12 @@ def submission_login(target, username: str) -> dict | None:
     per_minute; None when there is no such login."""
     rows = _call(target, "SELECT * FROM mailroom.submission_login(%(username)s)", {"username": username})
     return rows[0] if rows else None
+
+
+def submission_recipient_refusal(target, username: str, address: str) -> str | None:
+    """Why a login's recipient would not be mailed ('invalid: ...', 'suppressed'), None when it would."""
+    return _call(target, "SELECT mailroom.submission_recipient_refusal(%(username)s, %(address)s) AS refusal",
+                 {"username": username, "address": address})[0]["refusal"]
 
 
 def rate_limit(conn: psycopg.Connection, key: str, limit: int, window: float | timedelta) -> dict:

@@ -3,16 +3,13 @@ and the operator commands for its logins."""
 
 from __future__ import annotations
 
-import logging
 import sys
-import threading
 
 import click
 import psycopg
-import psycopg_pool
 
 from mailroom import exitcodes, logs, queries
-from mailroom.logs import event
+from mailroom.cli import smtpd
 
 
 @click.group("submit", epilog=exitcodes.help_text())
@@ -22,14 +19,6 @@ def submit_group() -> None:
     `serve` runs the server (AUTH over TLS only); `set-credential`,
     `drop-credential` and `credentials` manage its logins.
     """
-
-
-def _dsn_secret(dsn: str) -> None:
-    try:
-        logs.register_secret(psycopg.conninfo.conninfo_to_dict(dsn).get("password"))
-    except psycopg.ProgrammingError as e:
-        click.echo(f"mailroom: --dsn: {logs.redact(str(e))}", err=True)
-        sys.exit(exitcodes.USAGE)
 
 
 @submit_group.command("serve", epilog=exitcodes.help_text())
@@ -60,13 +49,12 @@ def serve_cmd(dsn, host, starttls_port, tls_port, cert_file, key_file, max_size,
               log_format, log_level):
     """Accept mail over SMTP with AUTH (PLAIN, LOGIN) over TLS; queue it in
     one transaction before 250 (451 when the database cannot take it)."""
-    import signal
     import ssl
 
     from mailroom.submit.server import Submission, tls_context
 
     logs.setup(log_format, log_level)
-    _dsn_secret(dsn)
+    smtpd.register_dsn_password(dsn)
     try:
         tls = tls_context(cert_file, key_file)
     except (OSError, ssl.SSLError) as e:
@@ -79,29 +67,11 @@ def serve_cmd(dsn, host, starttls_port, tls_port, cert_file, key_file, max_size,
     except ValueError as e:
         click.echo(f"mailroom: --starttls-port/--tls-port: {e}", err=True)
         sys.exit(exitcodes.USAGE)
-    try:
-        server.start()
-        missing = server.store.missing_functions()
-    except psycopg_pool.PoolTimeout as e:
-        click.echo(f"mailroom: the database cannot be reached: {logs.redact(str(e))}", err=True)
-        sys.exit(exitcodes.UNREACHABLE)
-    except (OSError, RuntimeError) as e:
-        click.echo(f"mailroom: --host {host}: {e}", err=True)
-        sys.exit(exitcodes.USAGE)
-    if missing:
-        server.stop()
-        click.echo(f"mailroom: this role cannot execute {', '.join(missing)} "
-                   "(grant mailroom_app and mailroom_submission)", err=True)
-        sys.exit(exitcodes.REFUSED)
-    click.echo(f"mailroom submit: STARTTLS on {host}:{server.starttls_port or '-'}, "
-               f"implicit TLS on {host}:{server.tls_port or '-'}", err=True)
-    event(logging.INFO, "submit.started", host=host, starttls_port=server.starttls_port, tls_port=server.tls_port)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    server.stop()
-    event(logging.INFO, "submit.stopped", **{k.replace(" ", "_"): v for k, v in server.counts.items()})
+    smtpd.serve(server, name="submit", grant="mailroom_app and mailroom_submission",
+                where=f"--host {host} --starttls-port {starttls_port} --tls-port {tls_port}",
+                listening=f"mailroom submit: STARTTLS on {host}:{{server.starttls_port}}, "
+                          f"implicit TLS on {host}:{{server.tls_port}}",
+                host=host, starttls_port=lambda s: s.starttls_port, tls_port=lambda s: s.tls_port)
 
 
 def _operator_call(fn, *args, **kwargs):
@@ -116,7 +86,7 @@ def _operator_call(fn, *args, **kwargs):
 
 
 def _connect(dsn):
-    _dsn_secret(dsn)
+    smtpd.register_dsn_password(dsn)
     try:
         return psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row,
                                application_name="mailroom submit")

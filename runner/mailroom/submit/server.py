@@ -34,12 +34,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import psycopg_pool
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
-from psycopg.rows import dict_row
 
 from mailroom import logs, queries
+from mailroom.inbound import smtpd
 from mailroom.logs import event
 from mailroom.net import free_port
 from mailroom.submit import message
@@ -64,29 +63,22 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-class Store:
-    """Logins and the enqueue transaction, on a small connection pool."""
+class Store(smtpd.PooledStore):
+    """Logins, recipient checks and the enqueue transaction, on a small connection pool."""
+
+    functions = queries.SUBMISSION_FUNCTIONS
 
     def __init__(self, dsn: str, pool_size: int = 4):
-        self.pool = psycopg_pool.ConnectionPool(
-            dsn, min_size=1, max_size=pool_size, open=False, name="mailroom-submit",
-            kwargs={"row_factory": dict_row, "autocommit": True, "application_name": "mailroom submit"},
-            check=psycopg_pool.ConnectionPool.check_connection, reconnect_timeout=24 * 3600)
-
-    def open(self, timeout: float = 10.0) -> None:
-        self.pool.open(wait=True, timeout=timeout)
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def missing_functions(self) -> list[str]:
-        return queries.missing_functions(self.pool, queries.SUBMISSION_FUNCTIONS)
+        super().__init__(dsn, "mailroom-submit", pool_size)
 
     def login(self, username: str, password: str) -> Login | None:
         row = queries.submission_login(self.pool, username)
         if not check_password(row["password_hash"] if row else None, password) or row is None:
             return None
         return Login(username, row["sender"], tuple(row["allowed_from"]), row["stream"], row["per_minute"])
+
+    def recipient_refusal(self, login: Login, address: str) -> str | None:
+        return queries.submission_recipient_refusal(self.pool, login.username, address)
 
     def enqueue(self, login: Login, mail: message.Submitted, recipients: list[str]) -> list[int]:
         """All recipients in one transaction, or none (raises RateLimited,
@@ -118,17 +110,30 @@ class _Handler:
         return "250 OK"
 
     async def handle_RCPT(self, smtp, session, envelope, address, rcpt_options):
-        if len(envelope.rcpt_tos) >= self.server.max_recipients:
-            return f"452 4.5.3 at most {self.server.max_recipients} recipients a mail"
+        # Each recipient is answered on its own (RFC 5321 3.3): one that
+        # cannot be mailed is refused here and the mail goes on to the others.
+        s = self.server
+        login: Login = session.auth_data
+        if len(envelope.rcpt_tos) >= s.max_recipients:
+            return f"452 4.5.3 at most {s.max_recipients} recipients a mail"
+        shown = logs.redact(address)[:200]
+        try:
+            refusal = await asyncio.get_running_loop().run_in_executor(
+                s.executor, s.store.recipient_refusal, login, address)
+        except Exception as e:  # noqa: BLE001 - the database is away: the client tries again later
+            event(logging.WARNING, "submit.rcpt_unchecked", login=login.username, error=logs.redact(queries.first_line(e)))
+            return "451 4.3.0 mailroom submit: cannot check the recipient now, try again later"
+        if refusal == "suppressed":
+            return f"550 5.7.1 <{shown}> is suppressed for stream {login.stream}: not queued"
+        if refusal is not None:
+            return f"553 5.1.3 <{shown}>: {refusal.removeprefix('invalid: ')[:300]}"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, smtp, session, envelope):
         s = self.server
         login: Login = session.auth_data
-        raw = envelope.original_content or envelope.content or b""
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", "surrogateescape")
+        raw = smtpd.raw_data(envelope)
         rcpts = list(envelope.rcpt_tos)
         loop = asyncio.get_running_loop()
         try:
@@ -175,6 +180,8 @@ class Submission:
                  tls_port: int | None = 2465, max_size: int = MAX_MESSAGE_BYTES,
                  max_recipients: int = MAX_RECIPIENTS, workers: int = 4, server_hostname: str | None = None):
         self.store = Store(dsn, pool_size=workers)
+        # aiosmtpd logs each line it reads at DEBUG, AUTH's base64 password too
+        logging.getLogger("mail.log").setLevel(logging.WARNING)
         self.max_recipients = max_recipients
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="submit")
         self.lock = threading.Lock()

@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 from email import policy
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -209,6 +210,31 @@ def test_a_wrong_password_or_login_gets_535(server, tls, user, password):
     with pytest.raises(smtplib.SMTPAuthenticationError) as refused:
         connect_smtp(server, tls, user=user, password=password)
     assert refused.value.smtp_code == 535
+
+
+def test_a_login_waiting_on_the_database_holds_up_no_other_connection(module_db_url, server, tls):
+    """The login is checked off the event loop: while one client's AUTH waits
+    for the database (the credentials table locked), another client of the
+    same listener is greeted, starts TLS and is answered."""
+    with connect(module_db_url) as locker, connect(module_db_url) as watcher:
+        locker.execute("BEGIN")
+        locker.execute("LOCK TABLE mailroom.submission_credentials IN ACCESS EXCLUSIVE MODE")
+        waiting: list = []
+        first = threading.Thread(target=lambda: waiting.append(connect_smtp(server, tls)), daemon=True)
+        first.start()
+        # another session: pg_stat_activity is read once per transaction
+        wait_for(lambda: watcher.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'mailroom submit'"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%submission_login%%'").fetchone()["n"] == 1,
+            timeout=30, what="the first login waiting for the lock")
+        with smtplib.SMTP("127.0.0.1", server.starttls_port, timeout=20) as other:
+            other.starttls(context=client_context(tls))
+            assert other.ehlo()[0] == 250 and other.has_extn("auth")
+        assert waiting == [] and first.is_alive()
+        locker.execute("ROLLBACK")
+    first.join(30)
+    assert len(waiting) == 1, "the first login went through once the lock was gone"
+    waiting[0].quit()
 
 
 def test_a_sender_the_login_may_not_use_is_refused_and_nothing_is_queued(db, server, tls):

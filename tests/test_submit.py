@@ -296,6 +296,34 @@ def test_the_mail_is_all_or_nothing_the_rate_limit_refuses_it_whole_with_451(db,
     assert db.execute("SELECT count(*) AS n FROM mailroom.rate_limits WHERE key = 'submit:slow'").fetchone()["n"] == 0
 
 
+def test_a_failure_on_the_second_recipient_leaves_nothing_of_the_first(db, server, tls):
+    """A fault injected in the database (a trigger of this test's database
+    refuses one recipient's row, after the first recipient's rows were
+    written in the same transaction): 451, nothing of the mail remains, and
+    the client's retry once the fault is gone queues both, once."""
+    subject = "Second recipient fails"
+    db.execute("""CREATE FUNCTION public.t_submit_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN IF NEW.to_address = 'boom@example.com' THEN RAISE EXCEPTION 'injected fault'; END IF;
+                  RETURN NEW; END $$""")
+    db.execute("CREATE TRIGGER t_submit_fault BEFORE INSERT ON mailroom.contents"
+               " FOR EACH ROW EXECUTE FUNCTION public.t_submit_fault()")
+    m = mail(subject)
+    try:
+        with connect_smtp(server, tls) as c:
+            with pytest.raises(smtplib.SMTPDataError) as refused:
+                c.send_message(m, from_addr="orders@shop.example", to_addrs=["ann@example.com", "boom@example.com"])
+        assert refused.value.smtp_code == 451 and b"4.3.0" in refused.value.smtp_error
+        assert rows(db, subject) == []
+    finally:
+        db.execute("DROP TRIGGER t_submit_fault ON mailroom.contents")
+        db.execute("DROP FUNCTION public.t_submit_fault()")
+    with connect_smtp(server, tls) as c:
+        assert c.send_message(m, from_addr="orders@shop.example", to_addrs=["ann@example.com", "boom@example.com"]) == {}
+    got = rows(db, subject)
+    assert [r["to_address"] for r in got] == ["ann@example.com", "boom@example.com"]
+    assert len({r["xact"] for r in got}) == 1
+
+
 def test_the_same_message_id_twice_is_queued_once_and_answered_250_both_times(db, server, tls):
     subject = "Submitted twice"
     m = mail(subject, message_id="<order-77@shop.example>")

@@ -5,6 +5,7 @@
     mailroom/send/       the runner (mailroom run)
     mailroom/inbound/    the bounce domain's server and what it parses
     mailroom/web/        the console, unsubscribe and webhook apps
+    mailroom/submit/     the SMTP submission server (mailroom submit; its logins use the console's password hashing)
     mailroom/dev/        the embedded cluster, the sink, the demo
     mailroom/cli/        every command: the one place that wires the others together
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import mailroom
 
 PACKAGE = Path(mailroom.__file__).parent
-LAYERS = ["core", "client", "send", "inbound", "web", "dev", "cli"]
+LAYERS = ["core", "client", "send", "inbound", "web", "submit", "dev", "cli"]
 
 
 def _module_name(path: Path) -> str:

@@ -336,3 +336,60 @@ def feedback_message_id_matches(conn: psycopg.Connection, message_id: int, heade
         "SELECT mailroom.feedback_message_id_matches(%(id)s, %(header)s) AS ok",
         {"id": message_id, "header": header},
     )[0]["ok"]
+
+
+SUBMISSION_FUNCTIONS = ("submission_login", "submission_recipient_refusal", "enqueue", "rate_limit")
+
+
+def submission_login(target, username: str) -> dict | None:
+    """One SMTP submission login: password_hash, sender, allowed_from, stream,
+    per_minute; None when there is no such login."""
+    rows = _call(target, "SELECT * FROM mailroom.submission_login(%(username)s)", {"username": username})
+    return rows[0] if rows else None
+
+
+def submission_recipient_refusal(target, username: str, address: str) -> str | None:
+    """Why a login's recipient would not be mailed ('invalid: ...', 'suppressed'), None when it would."""
+    return _call(target, "SELECT mailroom.submission_recipient_refusal(%(username)s, %(address)s) AS refusal",
+                 {"username": username, "address": address})[0]["refusal"]
+
+
+def rate_limit(conn: psycopg.Connection, key: str, limit: int, window: float | timedelta) -> dict:
+    """One hit of the fixed-window limiter: allowed, remaining, retry_after."""
+    return _call(conn, "SELECT * FROM mailroom.rate_limit(%(key)s, %(limit)s, %(window)s)",
+                 {"key": key, "limit": limit, "window": _seconds(window)})[0]
+
+
+def enqueue_submitted(conn: psycopg.Connection, *, to: str, subject: str, body_text: str | None,
+                      body_html: str | None, headers: dict, delivery_key: str, sender: str, stream: str) -> int:
+    """Queue one submitted mail (mailroom submit); a repeat of its delivery
+    key returns the first mail's id and queues nothing."""
+    return _call(
+        conn,
+        "SELECT mailroom.enqueue(p_to => %(to)s, p_subject => %(subject)s, p_body_text => %(text)s,"
+        " p_body_html => %(html)s, p_headers => %(headers)s, p_delivery_key => %(key)s,"
+        " p_sender => %(sender)s, p_stream => %(stream)s) AS id",
+        {"to": to, "subject": subject, "text": body_text, "html": body_html, "headers": Jsonb(headers),
+         "key": delivery_key, "sender": sender, "stream": stream},
+    )[0]["id"]
+
+
+def set_submission_credential(target, *, username: str, password_hash: str, sender: str, allowed_from: list[str],
+                              per_minute: int, stream: str) -> bool:
+    """Add (True) or replace (False) an SMTP submission login."""
+    return _call(
+        target,
+        "SELECT mailroom.set_submission_credential(%(username)s, %(hash)s, %(sender)s, %(from)s, %(per_minute)s,"
+        " %(stream)s) AS created",
+        {"username": username, "hash": password_hash, "sender": sender, "from": list(allowed_from),
+         "per_minute": per_minute, "stream": stream},
+    )[0]["created"]
+
+
+def drop_submission_credential(target, username: str) -> bool:
+    return _call(target, "SELECT mailroom.drop_submission_credential(%(username)s) AS dropped",
+                 {"username": username})[0]["dropped"]
+
+
+def submission_credential_list(target) -> list[dict]:
+    return _call(target, "SELECT * FROM mailroom.submission_credential_list()")

@@ -10,7 +10,7 @@ SELECT has_role('mailroom_operator', 'operator role exists');
 -- such as mailroom_console, is not one of them).
 SELECT is((SELECT count(*)::int FROM pg_roles
            WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator',
-                             'mailroom_feedback', 'mailroom_unsubscribe') AND (rolcanlogin OR rolsuper)), 0,
+                             'mailroom_feedback', 'mailroom_unsubscribe', 'mailroom_submission') AND (rolcanlogin OR rolsuper)), 0,
           'no mailroom role can log in or is a superuser');
 SELECT ok(has_schema_privilege('mailroom_app', 'mailroom', 'usage'), 'app may use the schema');
 SELECT ok(has_schema_privilege('mailroom_runner', 'mailroom', 'usage'), 'runner may use the schema');

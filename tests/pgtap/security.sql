@@ -121,6 +121,11 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('set_domain_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_sender_limits(text, integer, integer)', 'operator', 'definer'),
   ('set_setting(text, text)', 'operator', 'definer'),
+  ('set_submission_credential(text, text, text, text[], integer, text)', 'operator', 'definer'),
+  ('drop_submission_credential(text)', 'operator', 'definer'),
+  ('submission_credential_list()', 'operator', 'definer'),
+  ('submission_login(text)', 'submission', 'definer'),  -- the submit server reads one login's hash
+  ('submission_recipient_refusal(text, text)', 'submission', 'definer'),  -- and checks a recipient at RCPT TO
   ('stream_settings()', 'operator,runner', 'definer'),
   ('suppress(text, text, text, text)', 'app,operator', 'definer'),
   ('suppression_search(text, integer)', 'operator', 'definer'),
@@ -249,7 +254,7 @@ INSERT INTO readers VALUES
 CREATE TEMP TABLE group_roles (role name PRIMARY KEY, short text) ON COMMIT DROP;
 INSERT INTO group_roles VALUES ('mailroom_app', 'app'), ('mailroom_runner', 'runner'),
                                ('mailroom_operator', 'operator'), ('mailroom_unsubscribe', 'unsubscribe'),
-                               ('mailroom_feedback', 'feedback'),
+                               ('mailroom_feedback', 'feedback'), ('mailroom_submission', 'submission'),
                                ('public', NULL);
 
 CREATE TEMP VIEW catalog_fns AS
@@ -265,7 +270,7 @@ CREATE TEMP VIEW catalog_rels AS
 
 SELECT plan((SELECT count(*)::int FROM decisions) * (SELECT count(*)::int FROM group_roles)
             + (SELECT count(*)::int FROM catalog_rels) * (SELECT count(*)::int FROM group_roles)
-            + 82);  -- the fixed tests below
+            + 83);  -- the fixed tests below
 
 -- == Functions: a decision for each, and exactly the grants it names ============
 SELECT set_eq($$SELECT fn FROM catalog_fns$$, $$SELECT fn FROM decisions$$,
@@ -351,20 +356,21 @@ SELECT schema_privs_are('mailroom', 'mailroom_runner', ARRAY['USAGE'], 'mailroom
 SELECT schema_privs_are('mailroom', 'mailroom_operator', ARRAY['USAGE'], 'mailroom_operator: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_feedback', ARRAY['USAGE'], 'mailroom_feedback: USAGE only');
 SELECT schema_privs_are('mailroom', 'mailroom_unsubscribe', ARRAY['USAGE'], 'mailroom_unsubscribe: USAGE only');
+SELECT schema_privs_are('mailroom', 'mailroom_submission', ARRAY['USAGE'], 'mailroom_submission: USAGE only');
 SELECT is_empty($$
   SELECT rolname FROM pg_catalog.pg_roles
   WHERE rolname IN ('mailroom_owner', 'mailroom_app', 'mailroom_runner', 'mailroom_operator', 'mailroom_feedback',
-                    'mailroom_unsubscribe')
+                    'mailroom_unsubscribe', 'mailroom_submission')
     AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls)
-$$, 'the six mailroom roles are NOLOGIN and hold no special attribute');
+$$, 'the seven mailroom roles are NOLOGIN and hold no special attribute');
 SELECT is_empty($$SELECT member::regrole FROM pg_catalog.pg_auth_members WHERE roleid = 'mailroom_owner'::regrole$$,
                 'no role is a member of mailroom_owner');
 SELECT is_empty($$
   SELECT roleid::regrole, member::regrole FROM pg_catalog.pg_auth_members
   WHERE roleid IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
-                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole, 'mailroom_submission'::regrole)
     AND member IN ('mailroom_app'::regrole, 'mailroom_runner'::regrole, 'mailroom_operator'::regrole,
-                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole)
+                   'mailroom_feedback'::regrole, 'mailroom_unsubscribe'::regrole, 'mailroom_submission'::regrole)
 $$, 'the group roles are not members of one another');
 SELECT is_empty($$
   SELECT roleid::regrole FROM pg_catalog.pg_auth_members

@@ -33,7 +33,8 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, lazy={"demo": "mailroom.cli.demo:demo_cmd", "sink": "mailroom.cli.run:sink_cmd",
                                    "web": "mailroom.cli.web:web_cmd",
                                    "inbound": "mailroom.cli.inbound:inbound_cmd",
-                                   "fleet": "mailroom.cli.fleet:fleet"},
+                                   "fleet": "mailroom.cli.fleet:fleet",
+                                   "submit": "mailroom.cli.submit:submit_group"},
              context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MAILROOM"},
              epilog=exitcodes.help_text())
 @click.version_option(__version__, prog_name="mailroom")

@@ -3,17 +3,13 @@
 
 from __future__ import annotations
 
-import logging
 import sys
-import threading
 
 import click
-import psycopg
-import psycopg_pool
 
 from mailroom import exitcodes, logs, signing
+from mailroom.cli import smtpd
 from mailroom.inbound.server import Inbound, unsubscribe_verifier
-from mailroom.logs import event
 from mailroom.send import verp
 
 
@@ -38,14 +34,8 @@ from mailroom.send import verp
 def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys, workers, log_format, log_level):
     """Receive DSNs, feedback reports and mailto: unsubscribes for the bounce
     domain; record them (250 only once the database has them, else 451)."""
-    import signal
-
     logs.setup(log_format, log_level)
-    try:
-        logs.register_secret(psycopg.conninfo.conninfo_to_dict(dsn).get("password"))
-    except psycopg.ProgrammingError as e:
-        click.echo(f"mailroom: --dsn: {logs.redact(str(e))}", err=True)
-        sys.exit(exitcodes.USAGE)
+    smtpd.register_dsn_password(dsn)
     try:
         keyring = signing.Keyring.load(signing_keys)
     except signing.SigningKeyError as e:
@@ -53,24 +43,6 @@ def inbound_cmd(dsn, host, port, lmtp, domains, signing_keys, workers, log_forma
         sys.exit(exitcodes.USAGE)
     server = Inbound(dsn, verp.Verp(keyring), host=host, port=port, lmtp=lmtp, domains=domains,
                      unsubscribe_token=unsubscribe_verifier(keyring), workers=workers)
-    try:
-        server.start()
-        missing = server.store.missing_functions()
-    except psycopg_pool.PoolTimeout as e:
-        click.echo(f"mailroom: the database cannot be reached: {logs.redact(str(e))}", err=True)
-        sys.exit(exitcodes.UNREACHABLE)
-    except OSError as e:
-        click.echo(f"mailroom: --host {host} --port {port}: {e}", err=True)
-        sys.exit(exitcodes.USAGE)
-    if missing:
-        server.stop()
-        click.echo(f"mailroom: this role cannot execute {', '.join(missing)} (grant mailroom_feedback)", err=True)
-        sys.exit(exitcodes.REFUSED)
-    click.echo(f"mailroom inbound: {'LMTP' if lmtp else 'SMTP'} on {host}:{server.port}", err=True)
-    event(logging.INFO, "inbound.started", host=host, port=server.port, lmtp=lmtp)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    server.stop()
-    event(logging.INFO, "inbound.stopped", **dict(server.counts))
+    smtpd.serve(server, name="inbound", grant="mailroom_feedback", where=f"--host {host} --port {port}",
+                listening=f"mailroom inbound: {'LMTP' if lmtp else 'SMTP'} on {host}:{{server.port}}",
+                host=host, port=lambda s: s.port, lmtp=lmtp)

@@ -25,13 +25,11 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg_pool
 from aiosmtpd.controller import Controller
 from aiosmtpd.lmtp import LMTP
-from psycopg.rows import dict_row
 
 from mailroom import logs, queries, signing
-from mailroom.inbound import bounces
+from mailroom.inbound import bounces, smtpd
 from mailroom.logs import event
 from mailroom.net import free_port
 from mailroom.send import unsubscribe, verp
@@ -44,23 +42,13 @@ def _envelope_text(value: str) -> str:
     return _CONTROL.sub("?", value.encode("utf-8", "replace").decode("utf-8"))[:1000]
 
 
-class Store:
+class Store(smtpd.PooledStore):
     """Writes one classified mail, all or nothing, on a small connection pool."""
 
+    functions = queries.FEEDBACK_FUNCTIONS
+
     def __init__(self, dsn: str, pool_size: int = 4):
-        self.pool = psycopg_pool.ConnectionPool(
-            dsn, min_size=1, max_size=pool_size, open=False, name="mailroom-inbound",
-            kwargs={"row_factory": dict_row, "autocommit": True, "application_name": "mailroom inbound"},
-            check=psycopg_pool.ConnectionPool.check_connection, reconnect_timeout=24 * 3600)
-
-    def open(self, timeout: float = 10.0) -> None:
-        self.pool.open(wait=True, timeout=timeout)
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def missing_functions(self) -> list[str]:
-        return queries.missing_functions(self.pool, queries.FEEDBACK_FUNCTIONS)
+        super().__init__(dsn, "mailroom-inbound", pool_size)
 
     def save(self, verdict: bounces.Verdict, raw: bytes, envelope_from: str, rcpts: list[str]) -> str:
         """Store it; returns what was stored (for the log). Raises when the
@@ -106,9 +94,7 @@ class _Handler:
 
     async def handle_DATA(self, server, session, envelope):
         r = self.receiver
-        raw = envelope.original_content or envelope.content or b""
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", "surrogateescape")
+        raw = smtpd.raw_data(envelope)
         rcpts = list(envelope.rcpt_tos)
         envelope_from = "" if envelope.mail_from in (None, "<>") else envelope.mail_from
         loop = asyncio.get_running_loop()

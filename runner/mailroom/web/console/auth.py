@@ -102,8 +102,21 @@ class Accounts:
         return len(self._accounts)
 
     def check(self, name: str, password: str) -> bool:
-        stored = self._accounts.get(name)
-        known = stored is not None
-        stored = stored or _DUMMY
-        digest = _scrypt(password, stored.salt, stored.n, stored.r, stored.p)
-        return hmac.compare_digest(digest, stored.digest) and known
+        return _matches(self._accounts.get(name), password)
+
+
+def _matches(stored: _Stored | None, password: str) -> bool:
+    known = stored is not None
+    stored = stored or _DUMMY
+    digest = _scrypt(password, stored.salt, stored.n, stored.r, stored.p)
+    return hmac.compare_digest(digest, stored.digest) and known
+
+
+def check_password(stored_hash: str | None, password: str) -> bool:
+    """Whether password matches a stored scrypt$N$r$p$SALT$HASH (None or a
+    malformed hash: False, at the cost of a real check all the same)."""
+    try:
+        stored = _parse_hash(stored_hash) if stored_hash is not None else None
+    except CredentialsError:
+        stored = None
+    return _matches(stored, password)

@@ -283,17 +283,21 @@ def test_a_timeout_on_the_shard_login_frees_the_shards_backend(fleet, setting, v
 # -- a stale map: a partition at a database that is no shard, or renamed -------------
 
 def test_a_stale_map_fails_queue_stats_and_inspect_naming_the_database(fleet, server_url):
+    """Partitions at a database that is no mailroom shard (recreated empty) or
+    at one that does not exist (renamed): both calls fail, naming it."""
     down = fleet.names[1]
     with cloned_database(server_url, "template0") as empty:
         empty_name = psycopg.conninfo.conninfo_to_dict(empty)["dbname"]
         renamed = f"{down}_renamed"
-        for target, name, sqlstate, says in (
-                (connstr_of(empty), empty_name, "3F000", 'schema "mailroom" does not exist'),
-                (connstr_of(fleet.shards[1]).replace(down, renamed), renamed, "XX000",
-                 f'database "{renamed}" does not exist')):
+        missing = ("XX000", f'database "{renamed}" does not exist')
+        for target, name, expected in (
+                (connstr_of(empty), empty_name, {"queue_stats": ("42P01", 'relation "mailroom.queue_stats" does not exist'),
+                                                 "inspect": ("3F000", 'schema "mailroom" does not exist')}),
+                (connstr_of(fleet.shards[1]).replace(down, renamed), renamed,
+                 {"queue_stats": missing, "inspect": missing})):
             with fleet.shard_down(down, connstr=target):
-                for call in ("SELECT * FROM mailroom_fleet.queue_stats()",
-                             "SELECT * FROM mailroom_fleet.inspect('anything')"):
+                for call, (sqlstate, says) in (("SELECT * FROM mailroom_fleet.queue_stats()", expected["queue_stats"]),
+                                               ("SELECT * FROM mailroom_fleet.inspect('anything')", expected["inspect"])):
                     error = _fails(fleet, call, guard="30s")
                     assert error.sqlstate == sqlstate and f"[{name}]" in str(error) and says in str(error), \
                         (call, str(error))

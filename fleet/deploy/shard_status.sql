@@ -1,5 +1,6 @@
 -- Deploy mailroom_fleet:shard_status to pg
--- requires: queue_stats
+-- requires: shard_status@v0.5.0
+-- requires: reshard
 
 -- The fleet's status when a shard is missing. Every RUN ON ALL call needs
 -- every shard (one that does not answer fails it), which is right for a
@@ -12,13 +13,15 @@
 -- server's query_timeout, or is no mailroom shard (a stale map) is a row
 -- with answered = false, its partitions and the error; the others answer.
 -- The loop is sequential: a hung shard costs its timeout once per call.
+-- The shards, their partitions and labels are the view mailroom_fleet.shards
+-- (reshard), the one grouping of the map that map_check reads too.
 
 BEGIN;
 
 -- One shard's queue_summary row and its warning rows (as JSON), on the
 -- shard that partition p_partition names (RUN ON an integer: PL/Proxy masks
 -- it with partitions - 1, so a partition number picks that partition).
-CREATE FUNCTION mailroom_fleet._shard_summary_on(p_partition integer)
+CREATE OR REPLACE FUNCTION mailroom_fleet._shard_summary_on(p_partition integer)
 RETURNS TABLE (shard text, messages bigint, due bigint, queued bigint, sending bigint, paused bigint,
                review bigint, oldest_age interval, oldest_due_age interval, warnings bigint,
                warning_list jsonb)
@@ -48,7 +51,7 @@ REVOKE ALL ON FUNCTION mailroom_fleet._shard_summary_on(integer) FROM PUBLIC;
 COMMENT ON FUNCTION mailroom_fleet._shard_summary_on(integer) IS
   'Internal to shard_status(): the queue summary and warnings of the shard that partition p_partition names. Fails as PL/Proxy does when that shard does not answer.';
 
-CREATE FUNCTION mailroom_fleet.shard_status()
+CREATE OR REPLACE FUNCTION mailroom_fleet.shard_status()
 RETURNS TABLE (shard text, partitions integer[], answered boolean, error text, error_code text,
                messages bigint, due bigint, queued bigint, sending bigint, paused bigint, review bigint,
                oldest_age interval, oldest_due_age interval, warnings bigint, warning_list jsonb)
@@ -60,16 +63,10 @@ DECLARE
   v_shard record;
   v_row   record;
 BEGIN
-  FOR v_shard IN
-    SELECT min(m.partition) AS first, array_agg(m.partition ORDER BY m.partition) AS parts,
-           coalesce(substring(m.connstr FROM 'dbname=''?([^'' ]+)'), '(no dbname)') AS dbname
-    FROM mailroom_fleet.shard_map m
-    GROUP BY m.connstr
-    ORDER BY 1
-  LOOP
-    partitions := v_shard.parts;
+  FOR v_shard IN SELECT * FROM mailroom_fleet.shards ORDER BY first_partition LOOP
+    partitions := v_shard.partitions;
     BEGIN
-      SELECT * INTO STRICT v_row FROM mailroom_fleet._shard_summary_on(v_shard.first);
+      SELECT * INTO STRICT v_row FROM mailroom_fleet._shard_summary_on(v_shard.first_partition);
       shard := v_row.shard;
       answered := true;
       error := NULL;
@@ -83,9 +80,7 @@ BEGIN
       error_code := SQLSTATE;
       -- A database without mailroom's schema or view: the map points at
       -- something that is no shard (renamed, recreated empty, a typo).
-      error := format('partition %s (dbname %s): %s%s',
-                      array_to_string(ARRAY(SELECT 'p' || p FROM unnest(v_shard.parts) p), ', '),
-                      v_shard.dbname,
+      error := format('%s: %s%s', v_shard.label,
                       CASE WHEN SQLSTATE IN ('42P01', '3F000', '42883') THEN 'no mailroom shard: ' ELSE '' END,
                       SQLERRM);
       messages := NULL; due := NULL; queued := NULL; sending := NULL; paused := NULL; review := NULL;

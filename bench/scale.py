@@ -313,8 +313,7 @@ def fleet_figures(urls: list[str], quick: bool) -> list[tuple[str, str, bool]]:
         print(f"suppression sync, 4 shards, {n:,} pending on shard A, {len(lag)} samples: one sync_suppressions()"
               f" call p50 {statistics.median(sync_calls):.1f} ms, p99 {pct(sync_calls, 99):.1f} ms;"
               f" suppress on A to B refusing p50 {statistics.median(lag):.1f} ms, p99 {pct(lag, 99):.1f} ms")
-    print("  with the pg_cron job (every minute, 1,000 rows per shard a run): up to 60 s plus the call;"
-          " a backlog of P rows on a shard takes ceil(P / 1000) runs")
+    print("  with the pg_cron job (every minute; a run pages through the whole backlog): up to 60 s plus the call")
     return [(f"fleet domain limit: busiest second over 4 shards <= {FLEET_LIMIT}",
              f"{lim['bucket']} (bucket), {lim['sliding']} (any span)", lim["sliding"] <= FLEET_LIMIT)]
 

@@ -207,6 +207,27 @@ def test_copies_carry_a_suppression_whose_origin_went_away(own_fleet):
         _sync_until(fleet, lambda: _suppressions(fleet, addr)[c], "B's copy carried to C while A is down")
     assert _suppressions(fleet, addr)[c] == [("hard_bounce", None, f"fleet copy from {a}: local test")]
 
+def test_one_run_pages_through_a_backlog(own_fleet):
+    """p_page bounds a page, not a run: 25 suppressions pending with pages of
+    10 all reach the other shards in one call."""
+    fleet = own_fleet
+    a, b, c = fleet.names
+    addresses = [_address(f"backlog{i}") for i in range(25)]
+    with fleet.shard(a) as s:
+        for addr in addresses:
+            s.execute("SELECT mailroom.suppress(%s, 'hard_bounce', 'local test')", (addr,))
+
+        # Handed out once every transaction open when they were written has
+        # ended (other tests' transactions in the cluster can hold them back).
+        def handed_out():
+            return s.execute("SELECT count(*) AS n FROM mailroom.suppressions_written(NULL, NULL, NULL, 100000)"
+                             " WHERE address_key = ANY (%s)", (addresses,)).fetchone()["n"] == 25
+        wait_for(handed_out, timeout=60, what="the 25 suppressions below the snapshot's xmin")
+    with fleet.call() as d:
+        run = {r["shard"]: r for r in d.execute("SELECT * FROM mailroom_fleet.sync_suppressions(10)")}
+    assert run[a]["pulled"] == 25 and run[b]["copied"] == 25 and run[c]["copied"] == 25, run
+    assert all(_suppressions(fleet, addr)[c] for addr in addresses)
+
 def test_transactions_committing_out_of_order_are_not_skipped(fleet):
     """The first writer takes the lower xid and commits last: a sync that
     moved its cursor past the second writer's row (written_xid > cursor)

@@ -25,14 +25,23 @@ database of `databases`.
   databases N ROUNDS SCRIPT  one script on two databases taking turns (B gets
                            PRE_B), 4 clients, synchronous_commit on: B / A
                            mails per second, round by round.
+  cpu N ROUNDS              the same two databases taking turns, one client,
+                           synchronous_commit off: the CPU time the server
+                           process spends (its /proc schedstat) per mail of
+                           claim_batch(50) + mark_outcomes, and B / A by
+                           round, and each side's fastest round. What a shared
+                           machine moves least: waits are not counted (a busy
+                           core still slows a round: see the fastest).
 
     .venv/bin/python bench/_sql_ab.py interleaved 40000 limit.pgbench mailroom_sql.pgbench
 
-Figures of sql6, brk6, sql7 and session 8 in bench/RESULTS.md were taken with these modes.
+Figures of sql6, brk6, sql7 and session 8 in bench/RESULTS.md were taken with these modes,
+the erasure gate's (docs/erasure.md) with cpu.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -125,21 +134,70 @@ def alone(n: int, rounds: int, scripts: list[str]) -> None:
               f"{' '.join(f'{x:.2f}' for x in ratios)}, median {statistics.median(ratios):.3f}")
 
 
-def databases(n: int, rounds: int, script: str) -> None:
-    rates: dict[str, list[float]] = {"A": [], "B": []}
+def _taking_turns(rounds: int, synchronous_commit: str, measure) -> dict[str, list[float]]:
+    """Databases A (PRE) and B (PRE_B), measure(conn, url) on each in turn
+    (mirrored every other round); each side's figures, round by round."""
+    got: dict[str, list[float]] = {"A": [], "B": []}
     with ExitStack() as stack:
-        urls = {k: stack.enter_context(scratch_database(f"mailroom_bench_sql_ab_{k.lower()}", "on")) for k in rates}
+        urls = {k: stack.enter_context(scratch_database(f"mailroom_bench_sql_ab_{k.lower()}", synchronous_commit))
+                for k in got}
         for k, env in (("A", "PRE"), ("B", "PRE_B")):
             with psycopg.connect(urls[k], autocommit=True) as conn:
                 _prepare(conn, env)
         for r in range(rounds):
             for k in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                with psycopg.connect(urls[k], autocommit=True) as conn:
-                    _load(conn, n, script)
-                rates[k].append(_rate(urls[k], script, n))
+                got[k].append(measure(urls[k]))
+    return got
+
+
+def databases(n: int, rounds: int, script: str) -> None:
+    def measure(url: str) -> float:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _load(conn, n, script)
+        return _rate(url, script, n)
+
+    rates = _taking_turns(rounds, "on", measure)
     pairs = [b / a for a, b in zip(rates["A"], rates["B"])]
     print(f"A {statistics.median(rates['A']):.0f}/s, B {statistics.median(rates['B']):.0f}/s; "
           f"B / A by round {' '.join(f'{p:.2f}' for p in pairs)}, median {statistics.median(pairs):.3f}")
+
+
+CLAIM = ("SELECT coalesce(string_agg(id::text, ','), '') AS ids, coalesce((array_agg(lease_token))[1]::text, '')"
+         " FROM mailroom.claim_batch('cpu', 50)")
+
+
+def _backend_us_per_mail(url: str, n: int) -> float:
+    """Server CPU (us) per mail of one client claiming 50 and reporting them sent until n are done."""
+    with psycopg.connect(url, autocommit=True) as c:
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+        def cpu_ns() -> int:
+            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+        start, done = None, 0
+        for i in range(n // PGBENCH_BATCH):
+            if i == 2:  # plans cached, then count
+                start, done = cpu_ns(), 0
+            ids, token = c.execute(CLAIM).fetchone()
+            report = [{"id": int(x), "token": token, "outcome": "sent"} for x in ids.split(",")] if ids else []
+            c.execute("SELECT mailroom.mark_outcomes(%s::jsonb)", (json.dumps(report),))
+            done += len(report)
+        return (cpu_ns() - start) / 1000 / done
+
+
+def cpu(n: int, rounds: int) -> None:
+    def measure(url: str) -> float:
+        with psycopg.connect(url, autocommit=True) as conn:
+            load_queued(conn, n, "cpu")
+        return _backend_us_per_mail(url, n)
+
+    per = _taking_turns(rounds, "off", measure)
+    pairs = [b / a for a, b in zip(per["A"], per["B"])]
+    print(f"server CPU per mail: A {statistics.median(per['A']):.1f} us, B {statistics.median(per['B']):.1f} us; "
+          f"B / A by round {' '.join(f'{p:.3f}' for p in pairs)}, median {statistics.median(pairs):.3f}")
+    # Another process on the same core slows a round down, never speeds it up:
+    # each side's fastest round is its least disturbed one.
+    print(f"fastest round: A {min(per['A']):.1f} us, B {min(per['B']):.1f} us; B / A {min(per['B']) / min(per['A']):.3f}")
 
 
 def main() -> int:
@@ -152,6 +210,8 @@ def main() -> int:
         alone(int(args[0]), int(args[1]), args[2:])
     elif mode == "databases":
         databases(int(args[0]), int(args[1]), args[2])
+    elif mode == "cpu":
+        cpu(int(args[0]), int(args[1]))
     else:
         print(__doc__)
         return 2

@@ -23,6 +23,9 @@ BEGIN
   ASSERT (SELECT prosrc LIKE '%mailroom.forgotten_addresses%' FROM pg_proc
           WHERE oid = 'mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz)'::regprocedure),
     'the gate lets mail to a forgotten address go';
+  ASSERT (SELECT prosrc LIKE '%mailroom.forgotten_filter%' FROM pg_proc
+          WHERE oid = 'mailroom._claim_gate(text, text, bigint, bigint, text, timestamptz)'::regprocedure),
+    'the gate works out every pick''s HMAC instead of testing its bit in forgotten_filter first';
   ASSERT mailroom._claim_recheck_delay() > interval '0',
     'no delay for mail whose pause could not be confirmed';
   ASSERT to_regprocedure('mailroom.claim_batch(text, integer, interval, text, timestamptz)') IS NULL,

@@ -158,6 +158,7 @@ INSERT INTO decisions (fn, roles, kind) VALUES
   ('_campaign_top_up(timestamp with time zone)', '', 'definer'),
   ('_check_address(text, text)', '', 'invoker'),
   ('_forgotten_hash(text)', '', 'invoker'),
+  ('_forgotten_bit(text)', '', 'invoker'),  -- forget's bit in forgotten_filter (claim_batch's gate writes it out)
   ('_mentions(text, text)', '', 'invoker'),
   ('_check_stream(text)', '', 'definer'),
   ('_check_body(text, text)', '', 'invoker'),

@@ -1,0 +1,1 @@
+SET mailroom_bench.forgotten = 10000;

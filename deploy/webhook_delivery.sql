@@ -24,6 +24,10 @@
 
 BEGIN;
 
+-- Over v0.5.0's tables (this is a rework): IF NOT EXISTS skips them
+-- without a notice in the DBA's deploy output.
+SET LOCAL client_min_messages = warning;
+
 CREATE TABLE IF NOT EXISTS mailroom.webhook_endpoints (
   name              text PRIMARY KEY,
   url               text NOT NULL,

@@ -422,6 +422,54 @@ def test_credentials_commands_and_no_password_in_the_database_or_the_log(db, ser
         assert base64.b64encode(f"\0shop\0{secret}".encode()).decode() not in log
 
 
+def test_a_database_that_goes_away_gets_temporary_answers_and_nothing_half_written(db, server, tls, server_url):
+    """The server's database stops taking connections and its sessions end:
+    AUTH gets 454, a mail whose recipients were accepted gets 451 at DATA
+    (the client keeps it), RCPT gets 451; once the database is back the
+    client's retry is queued, once."""
+    subject = "Database away"
+    m = mail(subject)
+    name = db.execute("SELECT current_database() AS d").fetchone()["d"]
+    during = connect_smtp(server, tls)
+    assert during.mail("orders@shop.example")[0] == 250
+    assert during.rcpt("ann@example.com")[0] == 250
+    admin = connect(server_url)  # another database: ALTER DATABASE is refused on the current one
+    try:
+        admin.execute(sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                   " WHERE datname = current_database() AND application_name = 'mailroom submit'")
+        code, text = during.data(m.as_bytes(policy=policy.SMTP))
+        assert (code, text[:5]) == (451, b"4.3.0"), (code, text)
+        during.rset()
+        assert during.mail("orders@shop.example")[0] == 250
+        code, text = during.rcpt("ann@example.com")
+        assert code == 451, (code, text)
+        during.quit()
+        with smtplib.SMTP("127.0.0.1", server.starttls_port, timeout=30) as fresh:
+            fresh.starttls(context=client_context(tls))
+            fresh.ehlo()
+            fresh.user, fresh.password = "shop", PASSWORD
+            with pytest.raises(smtplib.SMTPAuthenticationError) as refused:
+                fresh.auth("PLAIN", fresh.auth_plain)
+            assert refused.value.smtp_code == 454 and b"4.7.0" in refused.value.smtp_error
+        assert rows(db, subject) == []
+    finally:
+        admin.execute(sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS true").format(sql.Identifier(name)))
+        admin.close()
+
+    def retried():
+        try:
+            with connect_smtp(server, tls) as c:
+                return c.send_message(m, from_addr="orders@shop.example", to_addrs=["ann@example.com"]) == {}
+        except (smtplib.SMTPException, AssertionError):
+            return False
+    # The pool reconnects with a growing backoff: up to half a minute after an outage this long.
+    wait_for(retried, timeout=180, interval=1, what="the retry queued once the database is back")
+    assert retried()  # the same Message-ID again: answered 250, not queued twice
+    got = rows(db, subject)
+    assert [r["to_address"] for r in got] == ["ann@example.com"] and got[0]["queued"]
+    assert "Traceback" not in server.log()
+
 def test_a_role_without_mailroom_submission_cannot_serve(module_db_url, roles, tls):
     s = Server(_role_url(module_db_url, APP_ONLY_ROLE), tls)
     try:

@@ -4,7 +4,7 @@
 -- requires: validation
 -- requires: enqueue_campaign
 -- requires: address_wire_form
--- requires: forgotten_addresses
+-- requires: forget@v0.5.0
 
 -- The SMTP submission front door (mailroom submit, docs/submission.md): an
 -- application that can only speak SMTP logs in with a credential of its own
@@ -198,9 +198,7 @@ BEGIN
   END IF;
   IF EXISTS (SELECT FROM mailroom.suppressions s
              WHERE s.address_key = mailroom._address_key(p_address) AND (s.stream IS NULL OR s.stream = v_stream))
-     OR (EXISTS (SELECT FROM mailroom.forgotten_addresses)
-         AND EXISTS (SELECT FROM mailroom.forgotten_addresses f
-                     WHERE f.key_hash = mailroom._forgotten_hash(mailroom._address_key(p_address)))) THEN
+     OR mailroom.is_forgotten(p_address) THEN
     RETURN 'suppressed';
   END IF;
   RETURN NULL;

@@ -271,10 +271,13 @@ def test_recipients_are_refused_one_by_one_at_rcpt_and_the_others_are_queued(db,
     login's stream, forgotten, or an address enqueue refuses) is refused at
     RCPT TO with its reason; the mail goes to the others, in one transaction."""
     db.execute("SELECT mailroom.suppress('complained@example.com', 'complaint', 'test', 'transactional')")
-    subject = "Three recipients, one suppressed, one bad"
+    db.execute("SELECT * FROM mailroom.forget('Erased@Example.com')")
+    subject = "Four recipients, one suppressed, one forgotten, one bad"
     with connect_smtp(server, tls) as c:
         refused = c.send_message(mail(subject), from_addr="orders@shop.example",
-                                 to_addrs=["ann@example.com", "complained@example.com", "bad@-example.com"])
+                                 to_addrs=["ann@example.com", "complained@example.com", "erased@example.com",
+                                           "bad@-example.com"])
+    assert refused["erased@example.com"][0] == 550 and b"is suppressed" in refused["erased@example.com"][1]
     assert refused["complained@example.com"][0] == 550
     assert b"<complained@example.com> is suppressed for stream transactional" in refused["complained@example.com"][1]
     assert refused["bad@-example.com"][0] == 553 and b"mailroom: to:" in refused["bad@-example.com"][1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fleetkit import build_fleet, fleet_sqitch
+from tests.runnerkit import wait_for
 
 RELEASE = "@v0.5.0"
 DOMAIN = "upgrade.example"
@@ -47,6 +48,16 @@ def sync(fleet) -> None:
                    for r in c.execute("SELECT * FROM mailroom_fleet.sync_suppressions()"))
 
 
+def sync_until_everywhere(fleet, address: str) -> None:
+    """Sync until the address is suppressed on every shard (a row is handed
+    out once every transaction open in its cluster when it was written has
+    ended: other tests' transactions can hold it back)."""
+    def arrived():
+        sync(fleet)
+        return suppressed_everywhere(fleet, address)
+    wait_for(arrived, timeout=60, interval=0.5, what=f"{address} suppressed on every shard")
+
+
 def copies_written(fleet) -> list[tuple[str, str]]:
     """(shard, address) of every suppression a sync wrote, over all shards."""
     rows = []
@@ -79,7 +90,7 @@ def test_the_directory_upgrades_from_v050_and_reverts_with_its_state(fleet):
                   " p_delivery_key => 'routed-1')").fetchall()
     with fleet.shard(a) as s:
         s.execute("SELECT mailroom.suppress('bounced@upgrade.example', 'hard_bounce', 'smtp 550')")
-    sync(fleet)
+    sync_until_everywhere(fleet, "bounced@upgrade.example")
     before = state(fleet)
     assert before["campaign"]["total"] == 40 and before["routed"] == 1
     assert before["stats"] == sorted([(a, True), (b, True)])
@@ -90,7 +101,7 @@ def test_the_directory_upgrades_from_v050_and_reverts_with_its_state(fleet):
     assert state(fleet) == before
     with fleet.shard(b) as s:
         s.execute("SELECT mailroom.suppress('complained@upgrade.example', 'complaint', 'arf')")
-    sync(fleet)
+    sync_until_everywhere(fleet, "complained@upgrade.example")
     # From the cursors the release left: each suppression copied once, to the other shard.
     assert copies_written(fleet) == sorted([(b, "bounced@upgrade.example"), (a, "complained@upgrade.example")])
     assert suppressed_everywhere(fleet, "bounced@upgrade.example")

@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 
 from mailroom.dev.sink import Sink
 from mailroom.send.render import message_id
-from tests.runnerkit import MID_DOMAIN
+from tests.runnerkit import MID_DOMAIN, wait_for
 from tests.test_upgrade import empty_db, expire_leases, released_runner, report_sent, sqitch  # noqa: F401 (empty_db is a fixture)
 from tests.test_upgrade_v04 import drain, unsubscribe_args  # noqa: F401 (unsubscribe_args is a fixture)
 
@@ -110,7 +110,10 @@ def test_upgrade_from_v050_with_mail_in_flight(empty_db, v05_runner, unsubscribe
                                 " WHERE status = 'sent' AND id <> ALL (%s)", [reported_ids]).fetchall()
         assert accepted == Counter(message_id(r["delivery_key"], r["id"], MID_DOMAIN) for r in expected)
         # The feed goes on from the cursor taken before the upgrade: one sent event per mail.
-        after, _ = sent_events_since(conn, before)
+        # (Events are handed out once every transaction open when they were
+        # written has ended: other tests' transactions can hold the last back.)
+        after = wait_for(lambda: (lambda kinds: kinds if kinds["sent"] >= DELIVERED else None)(
+            sent_events_since(conn, before)[0]), timeout=60, what="every sent event handed out")
         assert after["sent"] == DELIVERED, after
         assert conn.execute("SELECT count(*) AS n FROM mailroom.integrity_problems()").fetchone()["n"] == 0
 
